@@ -1,0 +1,179 @@
+#include "kernels/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ds {
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// NaN logits (a numerics bug upstream) must not poison sampling: they are treated as -inf, the
+// same as masked tokens.
+bool usable(float l) { return l > -std::numeric_limits<float>::infinity(); }
+}  // namespace
+
+void Rng::reseed(uint64_t seed) {
+  uint64_t x = seed;
+  for (auto& s : s_) s = splitmix64(x);
+}
+
+uint64_t Rng::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+Sampler::Sampler(int vocab) { ensure(vocab); }
+
+void Sampler::ensure(int vocab) {
+  if (int(cand_.size()) < vocab) cand_.resize(size_t(vocab));
+}
+
+int32_t Sampler::argmax(const float* logits, int vocab) {
+  int32_t best = 0;
+  float best_l = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < vocab; ++i) {
+    // Strict '>' keeps the lowest id on ties, so greedy output never depends on scan order.
+    if (logits[i] > best_l) {
+      best_l = logits[i];
+      best = i;
+    }
+  }
+  return best;
+}
+
+float Sampler::logprob_of(const float* logits, int vocab, int32_t token) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < vocab; ++i)
+    if (logits[i] > m) m = logits[i];
+  if (!usable(m) || !usable(logits[token])) return -std::numeric_limits<float>::infinity();
+  double s = 0;
+  for (int i = 0; i < vocab; ++i)
+    if (usable(logits[i])) s += std::exp(logits[i] - m);
+  return float(double(logits[token] - m) - std::log(s));
+}
+
+void Sampler::sort_prefix(int n, int k) {
+  auto before = [](const Cand& a, const Cand& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  auto* c = cand_.data();
+  if (k < n) std::nth_element(c, c + k, c + n, before);
+  std::sort(c, c + std::min(k, n), before);
+}
+
+int32_t Sampler::sample(const float* logits, int vocab, const SamplingParams& p, Rng& rng,
+                        float* logprob) {
+  if (p.greedy()) {
+    int32_t tok = argmax(logits, vocab);
+    if (logprob) *logprob = logprob_of(logits, vocab, tok);
+    return tok;
+  }
+  ensure(vocab);
+  const float inv_t = 1.f / p.temperature;
+  int n = 0;
+  float m = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < vocab; ++i) {
+    float l = logits[i];
+    if (!usable(l)) continue;
+    cand_[size_t(n++)] = {l, i};
+    if (l > m) m = l;
+  }
+  if (n == 0) {  // every logit masked: nothing to draw from, fall back to a defined answer
+    if (logprob) *logprob = -std::numeric_limits<float>::infinity();
+    return 0;
+  }
+  auto weight = [&](float l) { return std::exp((l - m) * inv_t); };
+
+  if (p.top_k > 0 && p.top_k < n) {
+    // Only membership matters here; nth_element is O(vocab) where a sort would not be.
+    sort_prefix(n, p.top_k);
+    n = p.top_k;
+  }
+  if (p.top_p < 1.f) {
+    double total = 0;
+    for (int i = 0; i < n; ++i) total += weight(cand_[size_t(i)].logit);
+    const double target = double(p.top_p) * total;
+    // The nucleus is usually a few dozen tokens: sort a growing prefix instead of the vocabulary.
+    int k = std::min(n, 64);
+    for (;;) {
+      sort_prefix(n, k);
+      double cum = 0;
+      int cut = -1;
+      for (int i = 0; i < k; ++i) {
+        cum += weight(cand_[size_t(i)].logit);
+        if (cum >= target) {
+          cut = i + 1;
+          break;
+        }
+      }
+      if (cut > 0) {
+        n = cut;
+        break;
+      }
+      if (k == n) break;  // rounding left the target just out of reach: keep everything
+      k = std::min(n, k * 4);
+    }
+  }
+  if (p.min_p > 0.f) {
+    // p_i >= min_p * p_max  <=>  (l_i - m) / T >= log(min_p). The max always survives.
+    const float thr = std::log(p.min_p);
+    int w = 0;
+    for (int i = 0; i < n; ++i)
+      if ((cand_[size_t(i)].logit - m) * inv_t >= thr) cand_[size_t(w++)] = cand_[size_t(i)];
+    n = w;
+  }
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += weight(cand_[size_t(i)].logit);
+  const double u = rng.uniform() * sum;
+  double cum = 0;
+  int chosen = n - 1;  // if rounding leaves u beyond the last bucket, take the last candidate
+  for (int i = 0; i < n; ++i) {
+    cum += weight(cand_[size_t(i)].logit);
+    if (u < cum) {
+      chosen = i;
+      break;
+    }
+  }
+  const Cand c = cand_[size_t(chosen)];
+  if (logprob) *logprob = float(double((c.logit - m) * inv_t) - std::log(sum));
+  return c.id;
+}
+
+void Sampler::top_logprobs(const float* logits, int vocab, int n,
+                           std::vector<std::pair<int32_t, float>>* out) {
+  out->clear();
+  if (n <= 0) return;
+  ensure(vocab);
+  int cnt = 0;
+  float m = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < vocab; ++i) {
+    if (!usable(logits[i])) continue;
+    cand_[size_t(cnt++)] = {logits[i], i};
+    if (logits[i] > m) m = logits[i];
+  }
+  if (cnt == 0) return;
+  double s = 0;
+  for (int i = 0; i < cnt; ++i) s += std::exp(cand_[size_t(i)].logit - m);
+  const double lse = double(m) + std::log(s);
+  const int k = std::min(n, cnt);
+  sort_prefix(cnt, k);
+  for (int i = 0; i < k; ++i)
+    out->emplace_back(cand_[size_t(i)].id, float(double(cand_[size_t(i)].logit) - lse));
+}
+
+}  // namespace ds

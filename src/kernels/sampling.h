@@ -1,0 +1,72 @@
+// Token sampling over one row of logits: greedy, temperature, top-k, top-p (nucleus), min-p.
+//
+// Each request carries its own Rng seeded from its `seed`, so the tokens a request draws depend
+// only on its own logits and seed, never on which other requests share the step. The Sampler
+// keeps its scratch buffers between calls: after the first call at a given vocabulary size the
+// hot path does not allocate.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace ds {
+
+struct SamplingParams {
+  float temperature = 1.f;  // 0 = greedy
+  int top_k = 0;            // 0 = off
+  float top_p = 1.f;        // 1 = off; must be in (0, 1]
+  float min_p = 0.f;        // 0 = off; keeps tokens with p >= min_p * p_max
+  uint64_t seed = 0;
+  // top_k == 1 keeps only the argmax, so it is greedy whatever the temperature.
+  bool greedy() const { return temperature <= 0.f || top_k == 1; }
+};
+
+// xoshiro256** seeded through splitmix64: small, fast, and the same sequence on every platform
+// (std::mt19937 is too, but std distributions are not, so we draw uniforms ourselves).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { reseed(seed); }
+  void reseed(uint64_t seed);
+  uint64_t next();
+  // Uniform in [0, 1) with 53 random bits.
+  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t s_[4];
+};
+
+class Sampler {
+ public:
+  explicit Sampler(int vocab = 0);
+
+  // Picks one token. Greedy picks the argmax, the lowest id on ties. Otherwise the distribution
+  // is softmax(logits / temperature) restricted by top-k, then top-p (on the top-k-renormalised
+  // distribution), then min-p, renormalised. When `logprob` is given it receives the
+  // log-probability of the chosen token under the distribution it was drawn from (for greedy:
+  // the model's own log-softmax at temperature 1, since the degenerate one-hot would say 0).
+  int32_t sample(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
+                 float* logprob = nullptr);
+
+  // The n most likely tokens of the model's distribution (log-softmax of the raw logits), most
+  // likely first, lower id first on ties. `out` is cleared and refilled; reuse it across calls to
+  // keep its capacity.
+  void top_logprobs(const float* logits, int vocab, int n,
+                    std::vector<std::pair<int32_t, float>>* out);
+
+  // log-softmax(logits)[token]: what OpenAI-style `logprobs` report for the chosen token.
+  static float logprob_of(const float* logits, int vocab, int32_t token);
+  static int32_t argmax(const float* logits, int vocab);
+
+ private:
+  struct Cand {
+    float logit;
+    int32_t id;
+  };
+  void ensure(int vocab);
+  // Orders the first k candidates of cand_[0, n) by logit descending, id ascending.
+  void sort_prefix(int n, int k);
+
+  std::vector<Cand> cand_;
+};
+
+}  // namespace ds
