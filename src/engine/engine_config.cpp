@@ -1,0 +1,83 @@
+#include "engine/engine_config.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+
+namespace ds {
+
+namespace {
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", bytes / double(1ull << 30));
+  return buf;
+}
+}  // namespace
+
+void resolve_engine_config(EngineConfig* c, const Model& model) {
+  const ModelConfig& mc = model.config();
+  auto fail = [](const std::string& msg) { throw Error("invalid settings: " + msg); };
+  if (c->max_num_seqs < 1)
+    fail("--max-num-seqs must be at least 1, got " + std::to_string(c->max_num_seqs));
+  if (c->max_num_batched_tokens < 1)
+    fail("--max-num-batched-tokens must be at least 1, got " +
+         std::to_string(c->max_num_batched_tokens));
+  // Every running sequence must be able to decode in every step, or a full batch would starve.
+  if (c->max_num_batched_tokens < c->max_num_seqs)
+    fail("--max-num-batched-tokens " + std::to_string(c->max_num_batched_tokens) +
+         " is smaller than --max-num-seqs " + std::to_string(c->max_num_seqs) +
+         ": each step must fit one decode row per running sequence");
+  if (c->block_size < 1) fail("block size must be positive, got " + std::to_string(c->block_size));
+  if (c->threads < 0) fail("--threads must be 0 (all cores) or more, got " + std::to_string(c->threads));
+  if (c->max_waiting < 1)
+    fail("--max-waiting must be at least 1, got " + std::to_string(c->max_waiting));
+  if (c->max_model_len == 0)
+    c->max_model_len = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 8192;
+  if (c->max_model_len < 2)
+    fail("--max-model-len must be at least 2 (one prompt token and one new token), got " +
+         std::to_string(c->max_model_len));
+  if (mc.max_position_embeddings > 0 && c->max_model_len > mc.max_position_embeddings)
+    fail("--max-model-len " + std::to_string(c->max_model_len) +
+         " exceeds the model's max_position_embeddings " +
+         std::to_string(mc.max_position_embeddings));
+  if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
+
+  const int need_blocks = (c->max_model_len + c->block_size - 1) / c->block_size;
+  if (c->num_kv_blocks == 0) {
+    if (!(c->kv_pool_gb > 0) || !std::isfinite(c->kv_pool_gb))
+      fail("--kv-pool-gb must be a positive number, got " + std::to_string(c->kv_pool_gb));
+    const size_t per_block = model.kv_bytes_per_block(c->block_size);
+    if (per_block == 0) {
+      // No attention layers: blocks cost nothing, so give every slot a full-length table.
+      c->num_kv_blocks = need_blocks * c->max_num_seqs;
+    } else {
+      const double pool_bytes = c->kv_pool_gb * double(1ull << 30);
+      const double blocks = std::floor(pool_bytes / double(per_block));
+      if (blocks < need_blocks)
+        fail("--kv-pool-gb " + std::to_string(c->kv_pool_gb) + " holds " +
+             std::to_string(int64_t(blocks)) + " KV blocks of " + std::to_string(c->block_size) +
+             " tokens (" + std::to_string(per_block) + " bytes each), but one --max-model-len " +
+             std::to_string(c->max_model_len) + " sequence needs " + std::to_string(need_blocks) +
+             "; use --kv-pool-gb >= " + gb(double(need_blocks) * double(per_block)) +
+             " or a smaller --max-model-len");
+      c->num_kv_blocks = blocks > 1e9 ? 1000000000 : int(blocks);
+    }
+  } else if (c->num_kv_blocks < need_blocks) {
+    fail("KV pool of " + std::to_string(c->num_kv_blocks) + " blocks cannot hold one --max-model-len " +
+         std::to_string(c->max_model_len) + " sequence (" + std::to_string(need_blocks) + " blocks)");
+  }
+}
+
+RuntimeLimits runtime_limits(const EngineConfig& c) {
+  RuntimeLimits l;
+  l.max_seqs = c.max_num_seqs;
+  l.max_batch_tokens = c.max_num_batched_tokens;
+  l.max_logit_rows = c.max_num_seqs;  // one sampled row per sequence per step
+  l.num_kv_blocks = c.num_kv_blocks;
+  l.block_size = c.block_size;
+  l.threads = c.threads;
+  return l;
+}
+
+}  // namespace ds

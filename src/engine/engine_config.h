@@ -1,0 +1,28 @@
+// Engine settings, as `deltaserve serve` takes them, and their start-up validation. Every rule
+// here prevents a failure that would otherwise appear only under load.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/model.h"
+
+namespace ds {
+
+struct EngineConfig {
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;       // 0: the model's max_position_embeddings, or 8192 when unbounded
+  double kv_pool_gb = 2.0;
+  int threads = 0;             // 0: all available cores
+  int max_waiting = 256;       // requests queued beyond this get 503 + Retry-After
+  int block_size = 64;
+  int num_kv_blocks = 0;       // 0: derived from kv_pool_gb; tests set it directly
+};
+
+// Fills derived values (max_model_len default, num_kv_blocks) and checks every rule against
+// the model. Throws ds::Error with one line naming the setting, its value and what it needs.
+void resolve_engine_config(EngineConfig* cfg, const Model& model);
+
+RuntimeLimits runtime_limits(const EngineConfig& cfg);
+
+}  // namespace ds

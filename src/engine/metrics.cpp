@@ -1,0 +1,86 @@
+#include "engine/metrics.h"
+
+namespace ds {
+
+using namespace prometheus;
+
+EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
+  auto& r = *registry_;
+  requests_running = &BuildGauge()
+                          .Name("deltaserve:num_requests_running")
+                          .Help("Requests running in the engine (holding a state slot)")
+                          .Register(r)
+                          .Add({});
+  requests_waiting = &BuildGauge()
+                          .Name("deltaserve:num_requests_waiting")
+                          .Help("Requests waiting for admission (queued or preempted)")
+                          .Register(r)
+                          .Add({});
+  kv_pool_usage = &BuildGauge()
+                       .Name("deltaserve:kv_pool_usage_perc")
+                       .Help("Fraction of KV pool blocks in use, 0 to 1")
+                       .Register(r)
+                       .Add({});
+  const Histogram::BucketBoundaries rows = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  step_rows = &BuildHistogram()
+                   .Name("deltaserve:step_rows")
+                   .Help("Token rows in one forward step (decode rows plus prefill tokens)")
+                   .Register(r)
+                   .Add({}, rows);
+  step_sequences = &BuildHistogram()
+                        .Name("deltaserve:step_sequences")
+                        .Help("Sequences in one forward step")
+                        .Register(r)
+                        .Add({}, Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256});
+  prompt_tokens = &BuildCounter()
+                       .Name("deltaserve:prompt_tokens_total")
+                       .Help("Prompt tokens of admitted requests (counted once per request)")
+                       .Register(r)
+                       .Add({});
+  generation_tokens = &BuildCounter()
+                           .Name("deltaserve:generation_tokens_total")
+                           .Help("Tokens generated")
+                           .Register(r)
+                           .Add({});
+  ttft = &BuildHistogram()
+              .Name("deltaserve:time_to_first_token_seconds")
+              .Help("Seconds from arrival to the first generated token")
+              .Register(r)
+              .Add({}, Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                   2.5, 5, 10, 20, 40, 80});
+  itl = &BuildHistogram()
+             .Name("deltaserve:inter_token_latency_seconds")
+             .Help("Seconds between consecutive generated tokens of one request")
+             .Register(r)
+             .Add({}, Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
+                                                  0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5});
+  e2e = &BuildHistogram()
+             .Name("deltaserve:e2e_request_latency_seconds")
+             .Help("Seconds from arrival to the end of a request")
+             .Register(r)
+             .Add({}, Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40,
+                                                  80, 160, 320});
+  preemptions = &BuildCounter()
+                     .Name("deltaserve:num_preemptions_total")
+                     .Help("Running sequences preempted for lack of KV blocks (recomputed later)")
+                     .Register(r)
+                     .Add({});
+  finished = &BuildCounter()
+                  .Name("deltaserve:request_success_total")
+                  .Help("Requests finished, by finish reason")
+                  .Register(r);
+  errors = &BuildCounter()
+                .Name("deltaserve:request_errors_total")
+                .Help("Requests refused or failed, by kind")
+                .Register(r);
+  // Pre-create the common kinds so dashboards see zeros rather than absent series.
+  for (const char* k : {"invalid_request", "authentication", "not_found", "queue_full", "engine"})
+    errors->Add({{"kind", k}});
+}
+
+void EngineMetrics::request_error(const std::string& kind) {
+  std::lock_guard<std::mutex> lock(errors_mu_);
+  errors->Add({{"kind", kind}}).Increment();
+}
+
+}  // namespace ds

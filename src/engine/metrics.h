@@ -1,0 +1,47 @@
+// The engine's Prometheus metrics, all under the `deltaserve:` prefix. prometheus-cpp metrics
+// are thread-safe: the engine thread updates most of them, HTTP threads count request errors,
+// and /metrics serialises the registry from any thread.
+#pragma once
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace ds {
+
+class EngineMetrics {
+ public:
+  EngineMetrics();
+
+  prometheus::Registry& registry() { return *registry_; }
+  std::shared_ptr<prometheus::Registry> registry_ptr() { return registry_; }
+
+  // Kinds: invalid_request, authentication, not_found, queue_full, shutting_down, engine,
+  // internal. A counter per kind is created on first use.
+  void request_error(const std::string& kind);
+
+  prometheus::Gauge* requests_running;
+  prometheus::Gauge* requests_waiting;
+  prometheus::Gauge* kv_pool_usage;
+  prometheus::Histogram* step_rows;       // tokens fed in one forward step
+  prometheus::Histogram* step_sequences;  // sequences in one forward step
+  prometheus::Counter* prompt_tokens;
+  prometheus::Counter* generation_tokens;
+  prometheus::Histogram* ttft;  // seconds from arrival to first token
+  prometheus::Histogram* itl;   // seconds between consecutive tokens of a request
+  prometheus::Histogram* e2e;   // seconds from arrival to finish
+  prometheus::Counter* preemptions;
+  prometheus::Family<prometheus::Counter>* finished;  // label: finish_reason
+  prometheus::Family<prometheus::Counter>* errors;    // label: kind
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::mutex errors_mu_;  // Family::Add is thread-safe, but keep first-use creation tidy
+};
+
+}  // namespace ds

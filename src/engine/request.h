@@ -1,0 +1,41 @@
+// What the server hands the engine, and what the engine streams back.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/sampling.h"
+
+namespace ds {
+
+using Clock = std::chrono::steady_clock;
+
+enum class FinishReason {
+  None,
+  Stop,       // an end-of-sequence / stop token (or, in the server, a stop string)
+  Length,     // max_tokens reached, or the sequence filled max_model_len
+  Cancelled,  // the client went away or the server stopped the request
+  Error,      // the engine could not run it; RequestStream carries the message
+};
+
+const char* finish_reason_name(FinishReason r);
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int max_tokens = 16;           // new tokens at most; the engine also stops at max_model_len
+  bool ignore_eos = false;       // keep going through stop_token_ids and the model's eos ids
+  std::vector<int32_t> stop_token_ids;  // besides the model's eos ids (e.g. a chat end-of-turn)
+  // -1: no logprobs. n >= 0: the chosen token's logprob plus the n most likely alternatives.
+  int logprobs = -1;
+};
+
+struct TokenOutput {
+  int32_t token = 0;
+  float logprob = 0.f;  // model log-softmax of the chosen token (when logprobs were asked for)
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+}  // namespace ds

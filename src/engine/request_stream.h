@@ -1,0 +1,56 @@
+// The channel between the engine thread (producer) and the HTTP thread serving one request
+// (consumer). The engine pushes tokens and, once, the end; the consumer drains them in batches
+// and may cancel at any time (client disconnect, stop string). Cancelling only raises a flag: the
+// engine notices at its next step and frees the request's blocks and slot there, so the model's
+// state is only ever touched by the engine thread.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace ds {
+
+struct StreamBatch {
+  std::vector<TokenOutput> tokens;
+  bool finished = false;
+  FinishReason reason = FinishReason::None;
+  std::string error;
+};
+
+class RequestStream {
+ public:
+  RequestStream(uint64_t id, int prompt_tokens) : id_(id), prompt_tokens_(prompt_tokens) {}
+
+  uint64_t id() const { return id_; }
+  int prompt_tokens() const { return prompt_tokens_; }
+
+  // Consumer. Waits up to `timeout` for tokens or the end, then appends everything pending to
+  // out (out->tokens is not cleared). Returns true when something arrived or the stream ended.
+  bool wait(std::chrono::milliseconds timeout, StreamBatch* out);
+  void cancel();
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
+  // Producer (engine thread).
+  void push(TokenOutput&& t);
+  void finish(FinishReason reason, std::string error = {});
+  bool finished() const;
+
+ private:
+  const uint64_t id_;
+  const int prompt_tokens_;
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TokenOutput> pending_;
+  bool finished_ = false;
+  FinishReason reason_ = FinishReason::None;
+  std::string error_;
+};
+
+}  // namespace ds

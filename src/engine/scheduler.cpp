@@ -1,0 +1,169 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace ds {
+
+Scheduler::Scheduler(const SchedulerLimits& limits, BlockPool& pool)
+    : limits_(limits), pool_(pool) {
+  running_.reserve(size_t(limits.max_num_seqs));
+  // Highest slot first on the stack so slot 0 is used first.
+  for (int i = limits.max_num_seqs - 1; i >= 0; --i) free_slots_.push_back(i);
+  plan_.tokens.reserve(size_t(limits.max_num_batched_tokens));
+  plan_.chunks.reserve(size_t(limits.max_num_seqs));
+  plan_.seqs.reserve(size_t(limits.max_num_seqs));
+}
+
+void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  // Reserved once so block_table pointers handed to the model stay valid for a whole step and
+  // decode never reallocates. +1: the position after a full max_model_len is never fed, but a
+  // preempted-then-resumed sequence may briefly own one block past a boundary.
+  seq->blocks.reserve(size_t(pool_.blocks_for(limits_.max_model_len) + 1));
+  waiting_.push_back(std::move(seq));
+}
+
+void Scheduler::release(Sequence& s) {
+  pool_.release_all(&s.blocks);
+  if (s.slot >= 0) free_slots_.push_back(s.slot);
+  s.slot = -1;
+  s.num_computed = 0;
+}
+
+void Scheduler::take_cancelled(std::vector<std::unique_ptr<Sequence>>* out) {
+  for (size_t i = 0; i < running_.size();) {
+    if (running_[i]->stream->cancelled()) {
+      release(*running_[i]);
+      out->push_back(std::move(running_[i]));
+      running_.erase(running_.begin() + long(i));
+    } else {
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < waiting_.size();) {
+    if (waiting_[i]->stream->cancelled()) {
+      out->push_back(std::move(waiting_[i]));
+      waiting_.erase(waiting_.begin() + long(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void Scheduler::take_all(std::vector<std::unique_ptr<Sequence>>* out) {
+  for (auto& s : running_) {
+    release(*s);
+    out->push_back(std::move(s));
+  }
+  running_.clear();
+  for (auto& s : waiting_) out->push_back(std::move(s));
+  waiting_.clear();
+}
+
+void Scheduler::preempt_newest() {
+  std::unique_ptr<Sequence> victim = std::move(running_.back());
+  running_.pop_back();
+  release(*victim);
+  ++victim->num_preemptions;
+  ++preemptions_;
+  ++plan_.num_preempted;
+  // Head of the queue: it was admitted before everything still waiting, so FCFS order holds.
+  waiting_.push_front(std::move(victim));
+}
+
+void Scheduler::plan_chunk(Sequence* s, int n) {
+  SeqChunk c;
+  c.slot = s->slot;
+  c.block_table = s->blocks.data();
+  c.start_pos = s->num_computed;
+  c.num_tokens = n;
+  c.token_offset = int32_t(plan_.tokens.size());
+  // Logits only where a token will be sampled: the chunk that feeds the last pending token.
+  c.num_logits = (n == s->pending()) ? 1 : 0;
+  plan_.tokens.insert(plan_.tokens.end(), s->tokens.begin() + s->num_computed,
+                      s->tokens.begin() + s->num_computed + n);
+  plan_.chunks.push_back(c);
+  plan_.seqs.push_back(s);
+  plan_.num_logits += c.num_logits;
+}
+
+const StepPlan& Scheduler::schedule() {
+  plan_.tokens.clear();
+  plan_.chunks.clear();
+  plan_.seqs.clear();
+  plan_.num_decode = 0;
+  plan_.num_logits = 0;
+  plan_.num_preempted = 0;
+  int budget = limits_.max_num_batched_tokens;
+
+  // 1. Decode rows, oldest first. Victims come from the back, so a victim is never a sequence
+  //    already planned in this loop.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence* s = running_[i].get();
+    if (s->pending() != 1) continue;
+    const int need = pool_.blocks_for(int64_t(s->num_computed) + 1);
+    bool alive = true;
+    while (int(s->blocks.size()) < need) {
+      int32_t b = pool_.allocate();
+      if (b >= 0) {
+        s->blocks.push_back(b);
+        continue;
+      }
+      const bool self = running_.back().get() == s;
+      preempt_newest();
+      if (self) {
+        alive = false;
+        break;
+      }
+    }
+    if (!alive) break;  // s was the newest: nothing after it is left to plan
+    assert(budget >= 1);  // validated: max_num_batched_tokens >= max_num_seqs
+    plan_chunk(s, 1);
+    --budget;
+    ++plan_.num_decode;
+  }
+
+  // 2. Prefills already under way, oldest first.
+  for (auto& up : running_) {
+    if (budget == 0) break;
+    Sequence* s = up.get();
+    if (s->pending() <= 1) continue;
+    const int n = std::min(s->pending(), budget);
+    plan_chunk(s, n);
+    budget -= n;
+  }
+
+  // 3. Admissions, FCFS. A sequence preempted in step 1 sits at the head and will not fit
+  //    this step (its blocks just went to an older sequence), so admission stops there.
+  while (budget > 0 && int(running_.size()) < limits_.max_num_seqs && !waiting_.empty()) {
+    Sequence* s = waiting_.front().get();
+    const int need = pool_.blocks_for(int64_t(s->tokens.size()));
+    if (!pool_.allocate(need, &s->blocks)) break;
+    assert(!free_slots_.empty());
+    s->slot = free_slots_.back();
+    free_slots_.pop_back();
+    s->num_computed = 0;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    const int n = std::min(s->pending(), budget);
+    plan_chunk(s, n);
+    budget -= n;
+  }
+  return plan_;
+}
+
+void Scheduler::commit_step() {
+  for (size_t i = 0; i < plan_.chunks.size(); ++i) plan_.seqs[i]->num_computed += plan_.chunks[i].num_tokens;
+}
+
+std::unique_ptr<Sequence> Scheduler::finish(Sequence* seq) {
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [&](const std::unique_ptr<Sequence>& p) { return p.get() == seq; });
+  assert(it != running_.end());
+  std::unique_ptr<Sequence> out = std::move(*it);
+  running_.erase(it);
+  release(*out);
+  return out;
+}
+
+}  // namespace ds

@@ -1,0 +1,78 @@
+// Continuous batching. Each step the scheduler decides which sequences run and how many of
+// their tokens:
+//   1. decode rows (sequences with exactly one token to feed), oldest first, growing their
+//      block tables; when the pool is empty the newest running sequence is preempted (its
+//      blocks and slot freed, its tokens kept) and goes back to the head of the waiting queue,
+//      to be recomputed from prompt + generated tokens when there is room again;
+//   2. prefill chunks of sequences already admitted, within max_num_batched_tokens;
+//   3. new admissions, first come first served, while fewer than max_num_seqs run, the step
+//      has token budget, and the pool has blocks for the whole prompt. The head of the queue
+//      is never skipped, so a long prompt cannot starve.
+// Admission reserves blocks for the whole prompt so a prefill never stalls half-way; decode
+// grows one block at a time. The scheduler owns the sequences; the engine runs the plan.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "cache/block_pool.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+
+namespace ds {
+
+struct SchedulerLimits {
+  int max_num_seqs = 8;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 4096;
+};
+
+// One step: chunks in batch order (decode rows first), with the sequence behind each.
+struct StepPlan {
+  std::vector<int32_t> tokens;
+  std::vector<SeqChunk> chunks;
+  std::vector<Sequence*> seqs;
+  int num_decode = 0;
+  int num_logits = 0;
+  int num_preempted = 0;  // preemptions made while planning this step
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerLimits& limits, BlockPool& pool);
+
+  void add(std::unique_ptr<Sequence> seq);  // joins the back of the waiting queue
+
+  // Takes every cancelled sequence (waiting or running) out, freeing its blocks and slot.
+  void take_cancelled(std::vector<std::unique_ptr<Sequence>>* out);
+  // Takes everything out (shutdown / engine failure), freeing blocks and slots.
+  void take_all(std::vector<std::unique_ptr<Sequence>>* out);
+
+  const StepPlan& schedule();
+  // After the forward: every planned chunk's tokens are now in the model's cache and state.
+  void commit_step();
+  // Removes a running sequence that is done, freeing its blocks and slot.
+  std::unique_ptr<Sequence> finish(Sequence* seq);
+
+  int num_running() const { return int(running_.size()); }
+  int num_waiting() const { return int(waiting_.size()); }
+  uint64_t num_preemptions() const { return preemptions_; }
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  void preempt_newest();
+  void release(Sequence& s);
+  void plan_chunk(Sequence* s, int num_tokens);
+
+  SchedulerLimits limits_;
+  BlockPool& pool_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order: newest last
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<int32_t> free_slots_;
+  StepPlan plan_;
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace ds

@@ -1,0 +1,36 @@
+// A request as the scheduler tracks it: its tokens so far, how many of them are already in the
+// model's cache and state, and the KV blocks and state slot it holds while running.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "kernels/sampling.h"
+
+namespace ds {
+
+struct Sequence {
+  Request req;
+  std::shared_ptr<RequestStream> stream;
+  // prompt followed by every generated token. Kept whole so that a preempted sequence can be
+  // recomputed from it: nothing it produced is lost.
+  std::vector<int32_t> tokens;
+  int num_prompt = 0;
+  int num_computed = 0;  // tokens already fed to the model (its start_pos)
+  std::vector<int32_t> blocks;
+  int32_t slot = -1;
+  Rng rng;
+  int num_preemptions = 0;
+
+  Clock::time_point arrival{};
+  Clock::time_point last_token{};
+  bool has_first_token = false;
+
+  int num_generated() const { return int(tokens.size()) - num_prompt; }
+  // Tokens not yet fed: the prompt (or its remainder) during prefill, 1 while decoding.
+  int pending() const { return int(tokens.size()) - num_computed; }
+};
+
+}  // namespace ds

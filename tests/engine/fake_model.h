@@ -1,0 +1,182 @@
+// A stand-in for the real model with the same interface and the same contract, cheap enough for
+// hundreds of sequences in a unit test. Its "KV cache" stores each token at the position its
+// block table says, and its "recurrent state" is a rolling hash of every token fed to the slot;
+// the next token is a hash of both (the last few tokens read back through the block table, and
+// the state). So a wrong block table, a slot reused without reset, a token fed twice or skipped,
+// or state leaking between sequences all change the output, while a correct engine gives exactly
+// the tokens of reference_next() regardless of batching or preemption.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ds::testing {
+
+class FakeModel : public Model {
+ public:
+  static constexpr int kContext = 3;  // tokens read back from the KV blocks
+
+  explicit FakeModel(int vocab = 512, std::vector<int32_t> eos = {}) {
+    cfg_.model_type = "fake";
+    cfg_.vocab_size = vocab;
+    cfg_.num_layers = 1;
+    cfg_.hidden_size = 8;
+    cfg_.eos_token_ids = std::move(eos);
+  }
+
+  static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb93fe53ce34dull;
+    x ^= x >> 33;
+    return x;
+  }
+  static uint64_t roll(uint64_t state, int32_t tok) { return mix(state * 1000003ull + uint64_t(tok) + 1); }
+
+  // The hash the next token is drawn from, given the whole history.
+  static uint64_t history_hash(const std::vector<int32_t>& toks) {
+    uint64_t st = 0;
+    for (int32_t t : toks) st = roll(st, t);
+    uint64_t h = st;
+    for (int k = 1; k <= kContext; ++k) {
+      int64_t p = int64_t(toks.size()) - k;
+      h = mix(h ^ uint64_t(p >= 0 ? toks[size_t(p)] + 7 : 0) * (k + 1));
+    }
+    return h;
+  }
+  // The argmax of the logits after `toks`: what greedy decoding must produce.
+  int32_t reference_next(const std::vector<int32_t>& toks) const {
+    return int32_t(history_hash(toks) % uint64_t(cfg_.vocab_size));
+  }
+  std::vector<int32_t> reference_generate(std::vector<int32_t> toks, int n,
+                                          bool stop_at_eos = false) const {
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+      int32_t t = reference_next(toks);
+      out.push_back(t);
+      toks.push_back(t);
+      if (stop_at_eos && is_eos(t)) break;
+    }
+    return out;
+  }
+  bool is_eos(int32_t t) const {
+    for (int32_t e : cfg_.eos_token_ids)
+      if (e == t) return true;
+    return false;
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+  size_t kv_bytes_per_block(int block_size) const override { return size_t(block_size) * 16; }
+  size_t state_bytes_per_slot() const override { return sizeof(uint64_t) * 2; }
+  size_t weights_bytes() const override { return 0; }
+  size_t decode_weight_bytes() const override { return 0; }
+
+  void allocate(const RuntimeLimits& limits) override {
+    limits_ = limits;
+    kv_.assign(size_t(limits.num_kv_blocks) * size_t(limits.block_size), -1);
+    state_.assign(size_t(limits.max_seqs), 0);
+    pos_.assign(size_t(limits.max_seqs), -1);
+  }
+  const RuntimeLimits& limits() const override { return limits_; }
+
+  void forward(const ForwardBatch& batch, float* logits) override {
+    if (fail_next.exchange(false)) throw std::runtime_error("injected forward failure");
+    if (step_delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(step_delay_us.load()));
+    ++steps;
+    max_rows_seen = std::max<int>(max_rows_seen, int(batch.tokens.size()));
+    check(int(batch.tokens.size()) <= limits_.max_batch_tokens, "batch over max_batch_tokens");
+    check(int(batch.seqs.size()) <= limits_.max_seqs, "more chunks than slots");
+    int logit_rows = 0;
+    std::vector<bool> seen(size_t(limits_.max_seqs), false);
+    for (const SeqChunk& c : batch.seqs) {
+      check(c.slot >= 0 && c.slot < limits_.max_seqs, "slot out of range");
+      check(!seen[size_t(c.slot)], "slot used twice in one step");
+      seen[size_t(c.slot)] = true;
+      check(c.num_tokens >= 1, "empty chunk");
+      check(c.num_logits == 0 || c.num_logits == 1, "unexpected num_logits");
+      if (c.start_pos == 0) {
+        state_[size_t(c.slot)] = 0;
+      } else {
+        // The slot must hold exactly the tokens before start_pos: nothing skipped or repeated.
+        check(pos_[size_t(c.slot)] == c.start_pos, "slot state is at position " +
+                                                        std::to_string(pos_[size_t(c.slot)]) +
+                                                        ", chunk starts at " +
+                                                        std::to_string(c.start_pos));
+      }
+      uint64_t st = state_[size_t(c.slot)];
+      for (int i = 0; i < c.num_tokens; ++i) {
+        const int pos = c.start_pos + i;
+        const int32_t tok = batch.tokens[size_t(c.token_offset + i)];
+        const int32_t blk = c.block_table[pos / limits_.block_size];
+        check(blk >= 0 && blk < limits_.num_kv_blocks, "block id out of range");
+        kv_[size_t(blk) * size_t(limits_.block_size) + size_t(pos % limits_.block_size)] = tok;
+        st = roll(st, tok);
+      }
+      state_[size_t(c.slot)] = st;
+      const int end = c.start_pos + c.num_tokens;
+      pos_[size_t(c.slot)] = end;
+      if (c.num_logits == 1) {
+        uint64_t h = st;
+        for (int k = 1; k <= kContext; ++k) {
+          const int p = end - k;
+          int32_t t = 0;
+          if (p >= 0) {
+            const int32_t blk = c.block_table[p / limits_.block_size];
+            t = kv_[size_t(blk) * size_t(limits_.block_size) + size_t(p % limits_.block_size)] + 7;
+          }
+          h = mix(h ^ uint64_t(t) * (k + 1));
+        }
+        write_logits(h, logits + size_t(logit_rows) * size_t(cfg_.vocab_size));
+        ++logit_rows;
+      }
+    }
+  }
+
+  void save_state(int slot, void* dst) const override {
+    uint64_t v[2] = {state_[size_t(slot)], uint64_t(pos_[size_t(slot)])};
+    std::memcpy(dst, v, sizeof v);
+  }
+  void load_state(int slot, const void* src) override {
+    uint64_t v[2];
+    std::memcpy(v, src, sizeof v);
+    state_[size_t(slot)] = v[0];
+    pos_[size_t(slot)] = int(v[1]);
+  }
+
+  std::atomic<bool> fail_next{false};
+  std::atomic<int> step_delay_us{0};
+  std::atomic<int> steps{0};
+  std::atomic<int> max_rows_seen{0};
+  std::atomic<int> violations{0};
+  std::string first_violation;
+
+ private:
+  void check(bool ok, const std::string& what) {
+    if (!ok && violations.fetch_add(1) == 0) first_violation = what;
+  }
+  // A clear winner (the reference token) over a spread of pseudo-random smaller logits, so
+  // greedy is exact and sampling has a non-trivial distribution to draw from.
+  void write_logits(uint64_t h, float* out) const {
+    const int V = cfg_.vocab_size;
+    const int32_t win = int32_t(h % uint64_t(V));
+    for (int v = 0; v < V; ++v) out[v] = float(mix(h + uint64_t(v)) % 1000) / 400.f;
+    out[win] = 4.f;
+  }
+
+  ModelConfig cfg_;
+  RuntimeLimits limits_;
+  std::vector<int32_t> kv_;
+  std::vector<uint64_t> state_;
+  std::vector<int> pos_;
+};
+
+}  // namespace ds::testing
