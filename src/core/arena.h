@@ -22,6 +22,9 @@ class Arena {
     used_ = 0;
   }
   void reset() { used_ = 0; }
+  // Scoped reuse: a layer takes its temporaries after mark() and gives them back with rewind().
+  size_t mark() const { return used_; }
+  void rewind(size_t m) { used_ = m; }
   size_t used() const { return used_; }
   size_t capacity() const { return cap_; }
   size_t high_water() const { return high_; }

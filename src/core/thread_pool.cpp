@@ -44,7 +44,9 @@ void ThreadPool::run(Task task, void* ctx) {
 }
 
 void ThreadPool::worker(int index) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // Generation 0 is the state before the first run(); reading the counter here instead could
+  // miss a run() that starts before this thread does.
+  uint32_t seen = 0;
   for (;;) {
     int spins = 0;
     uint32_t g;

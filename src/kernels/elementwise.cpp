@@ -1,0 +1,50 @@
+#include "kernels/elementwise.h"
+
+#include <cmath>
+
+#include "kernels/simd.h"
+
+namespace ds {
+
+DS_MULTIVERSION void rmsnorm(const float* x, const float* w, float eps, float* out, int dim) {
+  float ss = 0.f;
+  for (int i = 0; i < dim; ++i) ss += x[i] * x[i];
+  const float r = 1.f / std::sqrt(ss / float(dim) + eps);
+  for (int i = 0; i < dim; ++i) out[i] = x[i] * r * w[i];
+}
+
+DS_MULTIVERSION void l2norm_scale(float* x, int dim, float eps, float scale) {
+  float ss = 0.f;
+  for (int i = 0; i < dim; ++i) ss += x[i] * x[i];
+  const float r = scale / std::sqrt(ss + eps);
+  for (int i = 0; i < dim; ++i) x[i] *= r;
+}
+
+DS_MULTIVERSION void silu_mul(const float* gate, const float* up, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+}
+
+DS_MULTIVERSION void silu_inplace(float* x, int n) {
+  for (int i = 0; i < n; ++i) x[i] = x[i] / (1.f + std::exp(-x[i]));
+}
+
+DS_MULTIVERSION void axpy(float a, const float* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void row_to_f32(const void* table, DType dtype, size_t row, int dim, float* out) {
+  const size_t base = row * size_t(dim);
+  switch (dtype) {
+    case DType::F32:
+      for (int i = 0; i < dim; ++i) out[i] = static_cast<const float*>(table)[base + size_t(i)];
+      break;
+    case DType::BF16:
+      for (int i = 0; i < dim; ++i) out[i] = bf16_to_f32(static_cast<const uint16_t*>(table)[base + size_t(i)]);
+      break;
+    case DType::F16:
+      for (int i = 0; i < dim; ++i) out[i] = f16_to_f32(static_cast<const uint16_t*>(table)[base + size_t(i)]);
+      break;
+  }
+}
+
+}  // namespace ds

@@ -1,0 +1,42 @@
+// Kimi Delta Attention numerics for one head (DESIGN.md section 3): the per-token recurrence
+// used by decode, and the chunked (WY) form used by prefill. The recurrence is the reference;
+// tests hold the chunked form to it.
+//
+// State S is [dk][dv] row-major f32. Inputs are token-major with strides in floats:
+// q, k: [T][stride_qk] (dk used), v: [T][stride_v], g (log decay per key channel): [T][stride_g],
+// beta: [T] at stride_beta. q must already be L2-normalised and scaled, k L2-normalised.
+#pragma once
+#include <cstddef>
+
+namespace ds {
+
+struct KdaHeadIo {
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* g;
+  const float* beta;
+  size_t stride_qk, stride_v, stride_g, stride_beta;
+  float* o;  // [T][stride_o], dv used
+  size_t stride_o;
+};
+
+constexpr int kKdaChunk = 64;
+
+// Token by token: S = diag(exp g) S; S += beta k (v - S^T k)^T; o = S^T q.
+void kda_recurrent(float* S, int dk, int dv, int T, const KdaHeadIo& io);
+
+// The chunked form over chunks of kKdaChunk tokens; same result within float tolerance.
+// scratch: kda_chunk_scratch_floats(dk, dv) floats.
+size_t kda_chunk_scratch_floats(int dk, int dv);
+void kda_chunked(float* S, int dk, int dv, int T, const KdaHeadIo& io, float* scratch);
+
+// Causal depthwise conv + SiLU over T tokens of C channels, in place on x ([T][ldx]).
+// w: [K][C] (tap-major, transposed from the checkpoint's [C][1][K] at load; K <= 8); state: the previous K-1 inputs [K-1][C], oldest first, updated to the last K-1.
+// Zeros in the state stand for positions before the sequence start.
+void causal_conv_silu(float* x, size_t ldx, int T, int C, const float* w, int K, float* state);
+
+// g = -exp(a_log) * softplus(g + dt_bias), in place on n channels of one head.
+void kda_gate(float* g, const float* dt_bias, float a_log, int n);
+
+}  // namespace ds

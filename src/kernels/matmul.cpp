@@ -1,0 +1,113 @@
+#include "kernels/matmul.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace ds {
+
+namespace {
+std::shared_ptr<void> aligned_buffer(size_t bytes) {
+  size_t rounded = (bytes + 63) & ~size_t(63);
+  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+  DS_CHECK(p, "pack_weight: cannot allocate " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, rounded ? rounded : 64);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+}  // namespace
+
+PackedWeight pack_weight(const void* src, DType src_dtype, int n, int k) {
+  DS_CHECK(n > 0 && k > 0, "pack_weight: empty matrix " + std::to_string(n) + "x" + std::to_string(k));
+  PackedWeight w;
+  w.n = n;
+  w.k = k;
+  w.n_pad = (n + 15) / 16 * 16;
+  if (src_dtype == DType::BF16) {
+    w.dtype = DType::BF16;
+    w.k_pad = (k + 1) / 2 * 2;
+    w.data = aligned_buffer(w.bytes());
+    auto* dst = static_cast<uint16_t*>(w.data.get());
+    const auto* s = static_cast<const uint16_t*>(src);
+    const int kp = w.k_pad / 2;
+    for (int r = 0; r < n; ++r) {
+      const int panel = r / 16, lane = r % 16;
+      for (int c = 0; c < k; ++c) {
+        size_t off = ((size_t(panel) * kp + size_t(c / 2)) * 16 + size_t(lane)) * 2 + size_t(c % 2);
+        dst[off] = s[size_t(r) * size_t(k) + size_t(c)];
+      }
+    }
+  } else {
+    w.dtype = DType::F32;
+    w.k_pad = k;
+    w.data = aligned_buffer(w.bytes());
+    auto* dst = static_cast<float*>(w.data.get());
+    for (int r = 0; r < n; ++r) {
+      const int panel = r / 16, lane = r % 16;
+      for (int c = 0; c < k; ++c) {
+        dst[(size_t(panel) * size_t(k) + size_t(c)) * 16 + size_t(lane)] =
+            load_as_f32(src, src_dtype, size_t(r) * size_t(k) + size_t(c));
+      }
+    }
+  }
+  return w;
+}
+
+namespace detail {
+void matmul_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
+                          int m, int p0, int p1, bool accumulate) {
+  for (int p = p0; p < p1; ++p) {
+    const int lanes = std::min(16, w.n - p * 16);
+    for (int r = 0; r < m; ++r) {
+      float acc[16] = {};
+      const float* xr = x + size_t(r) * ldx;
+      if (w.dtype == DType::F32) {
+        const float* wp = static_cast<const float*>(w.data.get()) + size_t(p) * size_t(w.k) * 16;
+        for (int c = 0; c < w.k; ++c)
+          for (int l = 0; l < 16; ++l) acc[l] += xr[c] * wp[size_t(c) * 16 + size_t(l)];
+      } else {
+        const uint16_t* wp =
+            static_cast<const uint16_t*>(w.data.get()) + size_t(p) * size_t(w.k_pad) * 16;
+        for (int c = 0; c < w.k; ++c)
+          for (int l = 0; l < 16; ++l)
+            acc[l] += xr[c] * bf16_to_f32(wp[(size_t(c / 2) * 16 + size_t(l)) * 2 + size_t(c % 2)]);
+      }
+      float* yr = y + size_t(r) * ldy + size_t(p) * 16;
+      for (int l = 0; l < lanes; ++l) yr[l] = accumulate ? yr[l] + acc[l] : acc[l];
+    }
+  }
+}
+}  // namespace detail
+
+void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m,
+            ThreadPool* pool, bool accumulate) {
+  if (m <= 0) return;
+  static const Isa isa = active_isa();
+  auto* kernel = isa == Isa::Avx512 ? &detail::matmul_panels_avx512
+                 : isa == Isa::Avx2 ? &detail::matmul_panels_avx2
+                                    : &detail::matmul_panels_scalar;
+  const int panels = w.n_pad / 16;
+  if (!pool || pool->size() == 1) {
+    kernel(x, ldx, w, y, ldy, m, 0, panels, accumulate);
+    return;
+  }
+  // Whole panel groups of 4 per thread keep every thread on full-width microkernels.
+  pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) {
+    kernel(x, ldx, w, y, ldy, m, int(b), int(e), accumulate);
+  });
+}
+
+void matmul_reference(const float* x, size_t ldx, const void* w, DType dtype, int n, int k,
+                      float* y, size_t ldy, int m) {
+  for (int r = 0; r < m; ++r)
+    for (int o = 0; o < n; ++o) {
+      double acc = 0;
+      for (int c = 0; c < k; ++c)
+        acc += double(x[size_t(r) * ldx + size_t(c)]) * double(load_as_f32(w, dtype, size_t(o) * size_t(k) + size_t(c)));
+      y[size_t(r) * ldy + size_t(o)] = float(acc);
+    }
+}
+
+}  // namespace ds

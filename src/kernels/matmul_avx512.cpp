@@ -1,0 +1,132 @@
+// AVX-512 panel kernels for matmul.h. A microkernel keeps an M x NV tile of 16-wide
+// accumulators in registers and streams one panel group over the whole k range; bf16 pairs are
+// widened to f32 with two integer ops (the low half shifted up, the high half masked) so every
+// product is exact.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/matmul.h"
+
+namespace ds::detail {
+
+namespace {
+
+template <int M, int NV>
+inline void store_tile(__m512 (&acc)[M][NV], float* y, size_t ldy, int p, int n, bool accumulate) {
+  for (int r = 0; r < M; ++r)
+    for (int v = 0; v < NV; ++v) {
+      const int col = (p + v) * 16;
+      float* dst = y + size_t(r) * ldy + size_t(col);
+      const int lanes = std::min(16, n - col);
+      if (lanes <= 0) continue;
+      const __mmask16 mask = lanes == 16 ? __mmask16(0xffff) : __mmask16((1u << lanes) - 1);
+      __m512 out = acc[r][v];
+      if (accumulate) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, dst));
+      _mm512_mask_storeu_ps(dst, mask, out);
+    }
+}
+
+template <int M, int NV>
+void tile_f32(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int p,
+              bool accumulate) {
+  __m512 acc[M][NV];
+  for (int r = 0; r < M; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const int k = w.k;
+  const float* base = static_cast<const float*>(w.data.get()) + size_t(p) * size_t(k) * 16;
+  const size_t panel_stride = size_t(k) * 16;
+  for (int c = 0; c < k; ++c) {
+    __m512 b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(base + v * panel_stride + size_t(c) * 16);
+    for (int r = 0; r < M; ++r) {
+      const __m512 a = _mm512_set1_ps(x[size_t(r) * ldx + size_t(c)]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+  store_tile<M, NV>(acc, y, ldy, p, w.n, accumulate);
+}
+
+template <int M, int NV>
+void tile_bf16(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int p,
+               bool accumulate) {
+  __m512 acc[M][NV];
+  for (int r = 0; r < M; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const int pairs = w.k_pad / 2;
+  const int full_pairs = w.k / 2;  // an odd k leaves a last pair whose high half is padding
+  const uint16_t* base = static_cast<const uint16_t*>(w.data.get()) + size_t(p) * size_t(pairs) * 32;
+  const size_t panel_stride = size_t(pairs) * 32;
+  const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
+  for (int c = 0; c < full_pairs; ++c) {
+    __m512 lo[NV], hi[NV];
+    for (int v = 0; v < NV; ++v) {
+      const __m512i raw = _mm512_load_si512(base + v * panel_stride + size_t(c) * 32);
+      lo[v] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), raw, 16));
+      hi[v] = _mm512_castsi512_ps(_mm512_and_si512(raw, hi_mask));
+    }
+    for (int r = 0; r < M; ++r) {
+      const float* xr = x + size_t(r) * ldx + size_t(2 * c);
+      const __m512 a0 = _mm512_set1_ps(xr[0]);
+      const __m512 a1 = _mm512_set1_ps(xr[1]);
+      for (int v = 0; v < NV; ++v) {
+        acc[r][v] = _mm512_fmadd_ps(a0, lo[v], acc[r][v]);
+        acc[r][v] = _mm512_fmadd_ps(a1, hi[v], acc[r][v]);
+      }
+    }
+  }
+  if (full_pairs < pairs) {
+    const int c = full_pairs;
+    for (int v = 0; v < NV; ++v) {
+      const __m512i raw = _mm512_load_si512(base + v * panel_stride + size_t(c) * 32);
+      const __m512 lo = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), raw, 16));
+      for (int r = 0; r < M; ++r)
+        acc[r][v] = _mm512_fmadd_ps(_mm512_set1_ps(x[size_t(r) * ldx + size_t(2 * c)]), lo, acc[r][v]);
+    }
+  }
+  store_tile<M, NV>(acc, y, ldy, p, w.n, accumulate);
+}
+
+template <int M>
+void rows_panels(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int p0,
+                 int p1, bool accumulate) {
+  constexpr int NV = M <= 4 ? 4 : 2;
+  const bool bf16 = w.dtype == DType::BF16;
+  int p = p0;
+  for (; p + NV <= p1; p += NV) {
+    if (bf16) tile_bf16<M, NV>(x, ldx, w, y, ldy, p, accumulate);
+    else tile_f32<M, NV>(x, ldx, w, y, ldy, p, accumulate);
+  }
+  for (; p < p1; ++p) {
+    if (bf16) tile_bf16<M, 1>(x, ldx, w, y, ldy, p, accumulate);
+    else tile_f32<M, 1>(x, ldx, w, y, ldy, p, accumulate);
+  }
+}
+
+using RowsFn = void (*)(const float*, size_t, const PackedWeight&, float*, size_t, int, int, bool);
+constexpr RowsFn kRows[9] = {nullptr,         rows_panels<1>, rows_panels<2>, rows_panels<3>,
+                             rows_panels<4>,  rows_panels<5>, rows_panels<6>, rows_panels<7>,
+                             rows_panels<8>};
+
+}  // namespace
+
+void matmul_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
+                          int m, int p0, int p1, bool accumulate) {
+  // Rows are taken in blocks whose activations stay in L2 while this thread's panels stream
+  // past them; within a block, 8-row tiles.
+  const int row_block = std::max(8, int((256 * 1024) / (size_t(w.k) * 4)) / 8 * 8);
+  for (int rb = 0; rb < m; rb += row_block) {
+    const int re = std::min(m, rb + row_block);
+    // Panel groups outermost within the block so a panel group stays in L1/L2 across row tiles.
+    const int group = 8;
+    for (int pg = p0; pg < p1; pg += group) {
+      const int pe = std::min(p1, pg + group);
+      for (int r = rb; r < re; r += 8) {
+        const int rows = std::min(8, re - r);
+        kRows[rows](x + size_t(r) * ldx, ldx, w, y + size_t(r) * ldy, ldy, pg, pe, accumulate);
+      }
+    }
+  }
+}
+
+}  // namespace ds::detail
