@@ -30,6 +30,9 @@ std::unique_ptr<httplib::Client> HttpTarget::client(double timeout_s) const {
   c->set_read_timeout(sec, usec);
   c->set_write_timeout(sec, usec);
   c->set_keep_alive(true);
+  // Without it the request body waits on the server's delayed ACK (Nagle), adding ~40 ms to
+  // every measured TTFT.
+  c->set_tcp_nodelay(true);
   return c;
 }
 
