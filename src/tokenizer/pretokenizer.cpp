@@ -64,8 +64,9 @@ std::size_t char_length_at(std::string_view s, std::size_t pos) {
 RegexSplitter::RegexSplitter(std::string_view pattern, bool literal, SplitBehavior behavior, bool invert)
     : pattern_(pattern), behavior_(behavior), invert_(invert) {
   // MATCH_INVALID_UTF lets arbitrary bytes through: the tokenizer must encode any input.
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
-  if (literal) options |= PCRE2_LITERAL;
+  uint32_t options = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF;
+  // PCRE2 refuses UCP together with LITERAL; a literal has no character classes anyway.
+  options |= literal ? PCRE2_LITERAL : PCRE2_UCP;
   int err = 0;
   PCRE2_SIZE err_offset = 0;
   auto code = std::make_shared<Code>();
