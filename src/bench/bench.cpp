@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include "bench/chat_text.h"
+#include "bench/hash.h"
 #include "bench/progress.h"
 #include "bench/results.h"
 #include "bench/server_facts.h"
@@ -162,12 +164,15 @@ int run_bench(const BenchOptions& o) {
   auto previous = std::signal(SIGINT, on_sigint);
   std::vector<PointOutcome> points;
   const std::string label = o.label.empty() ? model + " @ " + o.url : o.label;
-  for (int conc : o.concurrency) {
+  const uint64_t run_nonce = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  for (size_t point = 0; point < o.concurrency.size(); ++point) {
+    const int conc = o.concurrency[point];
     if (g_interrupts.load() > 0) break;
     LoadConfig lc = o.load;
     lc.concurrency = conc;
     lc.interrupt = &g_interrupts;
     lc.abort_failed_ratio = o.validity.failed_request_threshold;
+    lc.play_namespace = mix64(run_nonce, point);
     const auto origin = Clock::now();
     sc.origin = origin;
     Replay replay(workload, tokens, lc, openai_sender_factory(sc), origin);

@@ -95,7 +95,7 @@ void Replay::play(LaneState& lane, const Session& s, uint64_t play_id, size_t st
     rec.input_tokens = r.input_tokens;
     rec.max_tokens = r.output_tokens;
     std::vector<uint64_t> keys;
-    const std::vector<int32_t> prompt = tokens_.build(r, play_id, &keys);
+    const std::vector<int32_t> prompt = tokens_.build(r, mix64(cfg_.play_namespace, play_id), &keys);
     rec.theoretical_cached_tokens = prefix_model_.observe(keys, tokens_.block_size());
 
     ++counters_.sent;

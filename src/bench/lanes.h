@@ -31,6 +31,9 @@ struct LoadConfig {
   const std::atomic<int>* interrupt = nullptr;
   // Stops sending early once this share of at least 20 measured requests failed; 0 = never.
   double abort_failed_ratio = 0;
+  // Mixed into every play's cache namespace. A sweep gives each point its own, drawn fresh per
+  // run, so a server kept warm by an earlier point or run never hits on private blocks.
+  uint64_t play_namespace = 0;
 };
 
 // Sends one prompt. Each lane and subagent thread makes its own (HTTP clients are per thread).

@@ -104,7 +104,7 @@
       data: { datasets },
       options: {
         scales: {
-          x: { type: 'linear', title: { display: true, text: 'p90 interactivity (tokens/s per user)' }, beginAtZero: true },
+          x: { type: 'linear', title: { display: true, text: 'p90 interactivity (tokens/s per user)' } },
           y: { type: 'linear', title: { display: true, text: 'output tokens/s per rank' }, beginAtZero: true },
         },
         plugins: {
@@ -191,7 +191,7 @@
         options: {
           indexAxis: 'y',
           scales: { x: { type: 'linear', title: { display: true, text: 'seconds since the point started' } } },
-          plugins: { legend: { display: true } },
+          plugins: { legend: { display: false } },
         },
       });
     }
