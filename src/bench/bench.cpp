@@ -66,7 +66,7 @@ json options_json(const BenchOptions& o, int concurrency, const Workload& w) {
             {"stream", true}};
   if (o.temperature) j["temperature"] = *o.temperature;
   j["workload"] = {{"source", w.source},
-                   {"format", o.synthetic.empty() ? o.trace_format : "synthetic"},
+                   {"format", w.format},
                    {"block_size", w.block_size},
                    {"sessions", w.sessions.size()},
                    {"requests", count_requests(w)}};

@@ -57,6 +57,7 @@ class Generator {
   Workload run() {
     Workload w;
     w.source = "synthetic:agentic-code";
+    w.format = w.source;
     w.block_size = c_.block_size;
     const Segment system{mix64(c_.seed, 0x5157E3), c_.system_tokens};
     for (int i = 0; i < c_.sessions; ++i) {

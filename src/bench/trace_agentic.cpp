@@ -116,6 +116,7 @@ void parse_trace(const json& j, Workload& w, const std::string& where, int64_t& 
 Workload parse_agentic(const std::string& text, const std::string& name, int64_t block_size) {
   Workload w;
   w.source = name;
+  w.format = "agentic";
   int64_t seen = 0;
   json doc;
   bool whole = true;

@@ -15,6 +15,7 @@ Workload parse_mooncake(std::istream& in, const std::string& name, int64_t block
   DS_CHECK(block_size > 0, "--block-size must be positive");
   Workload w;
   w.source = name;
+  w.format = "mooncake";
   w.block_size = block_size;
   std::unordered_map<std::string, size_t> session_index;
   std::unordered_map<std::string, double> last_timestamp_ms;

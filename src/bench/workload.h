@@ -37,6 +37,7 @@ struct Spawn {
 
 struct Workload {
   std::string source;  // file path or generator name, for the results
+  std::string format;  // mooncake | agentic | synthetic:agentic-code
   int64_t block_size = 64;
   std::vector<Session> sessions;  // each is the root of one session tree
 };
