@@ -1,5 +1,6 @@
 // The whole bench path against a stub OpenAI-compatible server inside the test: it streams SSE
-// with known delays, so TTFT and ITL are known up to scheduling noise.
+// with known delays, so TTFT and ITL are known up to scheduling noise. The tolerances leave room
+// for a loaded 2-core CI machine; metrics_test.cpp holds the arithmetic itself to exact values.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -142,11 +143,11 @@ TEST(BenchAgainstStub, MetricsMatchTheStreamedTiming) {
     EXPECT_EQ(m["requests"]["warmup"], conc);
     EXPECT_EQ(m["requests"]["output_length_mismatch"], 0);
     const json& lat = m["latency_s"];
-    EXPECT_NEAR(lat["ttft"]["mean"].get<double>(), kTtft, 0.03);
-    EXPECT_NEAR(lat["ttft"]["p50"].get<double>(), kTtft, 0.03);
-    EXPECT_NEAR(lat["itl"]["mean"].get<double>(), kItl, 0.015);
-    EXPECT_NEAR(lat["itl"]["p50"].get<double>(), kItl, 0.015);
-    EXPECT_NEAR(lat["tpot"]["mean"].get<double>(), kItl, 0.015);
+    EXPECT_NEAR(lat["ttft"]["mean"].get<double>(), kTtft, 0.06);
+    EXPECT_NEAR(lat["ttft"]["p50"].get<double>(), kTtft, 0.06);
+    EXPECT_NEAR(lat["itl"]["mean"].get<double>(), kItl, 0.02);
+    EXPECT_NEAR(lat["itl"]["p50"].get<double>(), kItl, 0.02);
+    EXPECT_NEAR(lat["tpot"]["mean"].get<double>(), kItl, 0.02);
     EXPECT_NEAR(m["interactivity_tok_s"]["p50"].get<double>(), 1 / lat["itl"]["p50"].get<double>(), 1e-9);
     const double out_tok_s = m["throughput"]["output_tok_s"].get<double>();
     EXPECT_NEAR(m["throughput"]["output_tok_s_per_rank"].get<double>(), out_tok_s / 2, 1e-9);
@@ -169,7 +170,7 @@ TEST(BenchAgainstStub, MetricsMatchTheStreamedTiming) {
       EXPECT_EQ(q["prompt_tokens"], q["input_tokens"]);
       EXPECT_EQ(q["completion_tokens"], q["max_tokens"]);
       const double expect_e2e = kTtft + kItl * (q["max_tokens"].get<double>() - 1);
-      EXPECT_NEAR(q["e2e_s"].get<double>(), expect_e2e, 0.08);
+      EXPECT_NEAR(q["e2e_s"].get<double>(), expect_e2e, 0.15);
     }
     EXPECT_EQ(lines, 6 + conc);
   }
