@@ -1,0 +1,220 @@
+#include "server/generation.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <random>
+
+#include "server/api_error.h"
+#include "server/chat_prompt.h"
+#include "server/json_text.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/sse.h"
+#include "server/text_output.h"
+
+namespace ds::server {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+uint64_t fresh_seed() {
+  // A request without a seed still gets a reproducible-in-principle RNG stream of its own.
+  static std::atomic<uint64_t> counter{std::random_device{}() | (uint64_t(std::random_device{}()) << 32)};
+  return counter.fetch_add(0x9e3779b97f4a7c15ull);
+}
+
+std::vector<int32_t> prompt_ids(ServerContext& ctx, const GenerationRequest& g) {
+  const int vocab = ctx.engine.model_config().vocab_size;
+  std::vector<int32_t> ids;
+  if (g.chat) {
+    ids = chat_prompt_ids(ctx.tokenizer, g.messages, true);
+  } else if (g.prompt_is_ids) {
+    ids.reserve(g.prompt_ids.size());
+    for (size_t i = 0; i < g.prompt_ids.size(); ++i) {
+      const int64_t t = g.prompt_ids[i];
+      if (t < 0 || t >= vocab)
+        throw invalid_request("'prompt[" + std::to_string(i) + "]' = " + std::to_string(t) +
+                                  " is not a token id: the vocabulary is [0, " + std::to_string(vocab) + ")",
+                              "prompt");
+      ids.push_back(int32_t(t));
+    }
+  } else {
+    ids = ctx.tokenizer.encode(g.prompt_text, true);
+  }
+  const char* field = g.chat ? "messages" : "prompt";
+  if (ids.empty()) throw invalid_request(std::string("'") + field + "' encodes to no tokens", field);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)  // tokenizer larger than the model's vocabulary
+      throw invalid_request("the tokenizer produced token " + std::to_string(ids[i]) +
+                                ", outside the model's vocabulary [0, " + std::to_string(vocab) + ")",
+                            field);
+  return ids;
+}
+
+// One request's response, shared by the content provider and its releaser.
+class ResponseWriter {
+ public:
+  ResponseWriter(ServerContext& ctx, std::shared_ptr<RequestStream> stream, ResponseMeta meta,
+                 const GenerationRequest& g, int prompt_tokens)
+      : guard_(ctx.active), stream_(std::move(stream)), meta_(std::move(meta)),
+        text_(ctx.tokenizer, g.stop), lp_(ctx.tokenizer, g.chat, g.top_logprobs),
+        want_logprobs_(g.logprobs), prompt_tokens_(prompt_tokens) {}
+
+  ~ResponseWriter() {
+    if (!done_) stream_->cancel();  // the client went away: free the engine's blocks
+  }
+
+  // Moves the engine's tokens into text and logprobs. True once the request is over.
+  bool pump(std::chrono::milliseconds wait) {
+    StreamBatch b;
+    stream_->wait(wait, &b);
+    for (const TokenOutput& t : b.tokens) {
+      if (reason_ != FinishReason::None) break;
+      ++completion_tokens_;
+      if (want_logprobs_) lp_.add(t, text_.size());
+      if (text_.add(t.token)) {
+        reason_ = FinishReason::Stop;
+        stream_->cancel();  // a stop string ended it; the engine need not go on
+      }
+    }
+    if (b.finished && reason_ == FinishReason::None) {
+      reason_ = b.reason;
+      error_ = b.error;
+    }
+    return reason_ != FinishReason::None;
+  }
+
+  json full_body() {
+    while (!pump(1000ms)) {
+    }
+    done_ = true;
+    if (reason_ == FinishReason::Error) throw ApiError(500, "server_error", error_, {}, {}, "engine");
+    if (reason_ == FinishReason::Cancelled)
+      throw shutting_down("the request was cancelled because the server is shutting down");
+    json lp = want_logprobs_ ? lp_.take() : json(nullptr);
+    return full_response(meta_, text_.flush(), reason_, lp, prompt_tokens_, completion_tokens_);
+  }
+
+  // One call of httplib's chunked content provider.
+  bool stream_step(httplib::DataSink& sink) {
+    auto write = [&](const std::string& s) {
+      if (sink.write(s.data(), s.size())) return true;
+      stream_->cancel();
+      return false;
+    };
+    if (meta_.chat && !sent_role_) {
+      sent_role_ = true;
+      return write(sse_event(stream_chunk(meta_, {{"role", "assistant"}, {"content", ""}}, {}, nullptr, nullptr)));
+    }
+    const bool over = pump(200ms);
+    std::string delta = text_.take();
+    if (over) delta += text_.flush();
+    json lp = (want_logprobs_ && !lp_.empty()) ? lp_.take() : json(nullptr);
+    if (!delta.empty() || !lp.is_null()) {
+      idle_ = 0ms;
+      if (!write(sse_event(stream_chunk(meta_, {{"content", delta}}, delta, nullptr, lp)))) return false;
+    } else if (!over) {
+      idle_ += 200ms;
+      if (idle_ >= 2000ms) {  // a write is the only way to learn the client has gone
+        idle_ = 0ms;
+        if (!write(sse_keepalive())) return false;
+      }
+    }
+    if (!over) return true;
+    std::string tail;
+    if (reason_ == FinishReason::Error) {
+      tail += sse_event(ApiError(500, "server_error", error_, {}, {}, "engine").body());
+    } else {
+      tail += sse_event(stream_chunk(meta_, json::object(), "", finish_reason_json(reason_), nullptr));
+      if (meta_.include_usage) tail += sse_event(usage_chunk(meta_, prompt_tokens_, completion_tokens_));
+    }
+    tail += sse_done();
+    done_ = true;
+    if (!sink.write(tail.data(), tail.size())) return false;
+    sink.done();
+    return true;
+  }
+
+ private:
+  ActiveGuard guard_;
+  std::shared_ptr<RequestStream> stream_;
+  ResponseMeta meta_;
+  TextOutput text_;
+  LogprobsBuilder lp_;
+  bool want_logprobs_;
+  int prompt_tokens_;
+  int completion_tokens_ = 0;
+  FinishReason reason_ = FinishReason::None;
+  std::string error_;
+  bool sent_role_ = false;
+  bool done_ = false;
+  std::chrono::milliseconds idle_{0};
+};
+
+}  // namespace
+
+void handle_generation(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res, bool chat) {
+  if (ctx.draining.load()) throw shutting_down("the server is shutting down and accepts no new requests");
+  const json body = parse_json_body(http_req.body);
+  GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
+  const std::string model = g.model.empty() ? ctx.opts.served_model_names.front() : g.model;
+  if (!ctx.serves(model)) throw model_not_found(model, ctx.served_names);
+
+  std::vector<int32_t> ids = prompt_ids(ctx, g);
+  const int n = int(ids.size());
+  const int max_len = ctx.engine.config().max_model_len;
+  const char* pfield = chat ? "messages" : "prompt";
+  if (n >= max_len)
+    throw invalid_request("the prompt has " + std::to_string(n) + " tokens, but max_model_len is " +
+                              std::to_string(max_len) + " (prompt and at least one new token must fit)",
+                          pfield);
+  int max_tokens = max_len - n;
+  if (g.max_tokens) {
+    if (*g.max_tokens > int64_t(max_len - n))
+      throw invalid_request("max_tokens " + std::to_string(*g.max_tokens) + " plus the prompt's " +
+                                std::to_string(n) + " tokens exceeds max_model_len " + std::to_string(max_len) +
+                                " (at most " + std::to_string(max_len - n) + " new tokens fit)",
+                            "max_tokens");
+    max_tokens = int(*g.max_tokens);
+  }
+
+  Request r;
+  r.prompt = std::move(ids);
+  r.sampling = g.sampling;
+  if (!g.seed_given) r.sampling.seed = fresh_seed();
+  r.max_tokens = max_tokens;
+  r.ignore_eos = g.ignore_eos;
+  if (chat && ctx.end_of_turn >= 0) r.stop_token_ids.push_back(ctx.end_of_turn);
+  r.logprobs = g.logprobs ? g.top_logprobs : -1;
+
+  std::shared_ptr<RequestStream> stream;
+  try {
+    stream = ctx.engine.submit(std::move(r));
+  } catch (const EngineBusy& e) {
+    throw overloaded(e.what());
+  } catch (const EngineStopped& e) {
+    throw shutting_down(e.what());
+  } catch (const Error& e) {
+    throw invalid_request(e.what(), pfield);
+  }
+
+  auto writer = std::make_shared<ResponseWriter>(
+      ctx, stream, new_response_meta(chat, model, g.stream && g.include_usage), g, n);
+  if (!g.stream) {
+    res.set_content(dump_json(writer->full_body()), "application/json");
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [writer](size_t, httplib::DataSink& sink) { return writer->stream_step(sink); },
+      // The writer outlives this call only through the lambdas; dropping them cancels an
+      // unfinished stream (client disconnect) and ends the request's share of `active`.
+      [writer](bool) {});
+}
+
+}  // namespace ds::server

@@ -1,0 +1,57 @@
+// OpenAI response bodies and stream chunks for chat and text completions, field for field.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds::server {
+
+struct ResponseMeta {
+  std::string id;  // chatcmpl-... / cmpl-...
+  int64_t created = 0;
+  std::string model;
+  bool chat = false;
+  bool include_usage = false;  // stream chunks then carry "usage": null until the usage chunk
+};
+
+ResponseMeta new_response_meta(bool chat, const std::string& model, bool include_usage);
+
+nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+
+// Logprobs in the shape of each API. `top_n` limits the alternatives reported.
+class LogprobsBuilder {
+ public:
+  LogprobsBuilder(const Tokenizer& tok, bool chat, int top_n) : tok_(tok), chat_(chat), top_n_(top_n) {}
+  void add(const TokenOutput& t, size_t text_offset);
+  bool empty() const { return count_ == 0; }
+  // Takes what was added since the last take (a stream chunk's share) or everything.
+  nlohmann::json take();
+
+ private:
+  nlohmann::json token_json(int32_t id, float lp) const;
+  const Tokenizer& tok_;
+  bool chat_;
+  int top_n_;
+  size_t count_ = 0;
+  nlohmann::json content_ = nlohmann::json::array();  // chat
+  nlohmann::json tokens_ = nlohmann::json::array(), token_logprobs_ = nlohmann::json::array(),
+                 top_ = nlohmann::json::array(), offsets_ = nlohmann::json::array();  // completions
+};
+
+// finish_reason as the API spells it: "stop", "length", or null while running.
+nlohmann::json finish_reason_json(FinishReason r);
+
+nlohmann::json full_response(const ResponseMeta& m, const std::string& text, FinishReason reason,
+                             const nlohmann::json& logprobs, int prompt_tokens, int completion_tokens);
+
+// One stream chunk. For chat, `delta` is the delta object; for completions `text` is used.
+nlohmann::json stream_chunk(const ResponseMeta& m, const nlohmann::json& delta, const std::string& text,
+                            const nlohmann::json& finish_reason, const nlohmann::json& logprobs);
+nlohmann::json usage_chunk(const ResponseMeta& m, int prompt_tokens, int completion_tokens);
+
+}  // namespace ds::server

@@ -1,0 +1,21 @@
+#include "server/server_context.h"
+
+#include <algorithm>
+
+#include "server/chat_prompt.h"
+
+namespace ds::server {
+
+ServerContext::ServerContext(Engine& e, Tokenizer t, ServerOptions o)
+    : engine(e), tokenizer(std::move(t)), opts(std::move(o)) {
+  for (size_t i = 0; i < opts.served_model_names.size(); ++i)
+    served_names += (i ? ", " : "") + opts.served_model_names[i];
+  if (auto id = tokenizer.token_id(kChatEndOfTurn)) end_of_turn = *id;
+}
+
+bool ServerContext::serves(const std::string& name) const {
+  const auto& n = opts.served_model_names;
+  return std::find(n.begin(), n.end(), name) != n.end();
+}
+
+}  // namespace ds::server

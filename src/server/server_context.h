@@ -1,0 +1,53 @@
+// What every route needs: the engine, the tokenizer, the options, and the server's own state
+// (draining, requests in progress).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                          // 0: any free port (tests)
+  std::vector<std::string> served_model_names;  // first one is the default
+  std::string model_dir;
+  std::string api_key;                      // empty: no authentication
+  size_t max_body_bytes = 32u << 20;
+  int http_threads = 512;  // a streaming response holds its thread for its whole life
+  double drain_grace_s = 30;
+};
+
+struct ServerContext {
+  ServerContext(Engine& e, Tokenizer t, ServerOptions o);
+
+  Engine& engine;
+  Tokenizer tokenizer;
+  ServerOptions opts;
+  std::string served_names;  // "a, b" for error messages
+  int32_t end_of_turn = -1;  // the chat template's end-of-turn token, when the tokenizer has it
+  std::atomic<bool> draining{false};
+  std::atomic<int> active{0};  // generation requests whose response is not fully written
+
+  bool serves(const std::string& name) const;
+};
+
+// Counts a generation request as active for as long as the guard (or its copies) live.
+class ActiveGuard {
+ public:
+  explicit ActiveGuard(std::atomic<int>& n) : n_(&n) { n_->fetch_add(1); }
+  ~ActiveGuard() {
+    if (n_) n_->fetch_sub(1);
+  }
+  ActiveGuard(const ActiveGuard&) = delete;
+  ActiveGuard& operator=(const ActiveGuard&) = delete;
+
+ private:
+  std::atomic<int>* n_;
+};
+
+}  // namespace ds::server
