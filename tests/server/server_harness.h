@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "fake_model.h"
+#include "../engine/fake_model.h"  // shared with the engine tests
 #include "server/http_server.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/chat_template.h"
