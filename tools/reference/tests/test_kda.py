@@ -122,5 +122,26 @@ class TestLlama(unittest.TestCase):
             self.assertTrue(torch.allclose(m2(ids)[0], m(ids)[0], atol=1e-5))
 
 
+class TestGolden(unittest.TestCase):
+    def test_make_golden_random_model(self):
+        import json
+        import subprocess
+        m = kl.KimiLinearForCausalLM(tiny_config()).init_weights(seed=3)
+        with tempfile.TemporaryDirectory() as d:
+            m.save_pretrained(os.path.join(d, "m"), dtype=torch.bfloat16)
+            out = os.path.join(d, "g.json")
+            script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "make_golden.py")
+            subprocess.run([sys.executable, script, "--model", os.path.join(d, "m"), "--out", out,
+                            "--greedy", "2"], check=True, capture_output=True)
+            g = json.load(open(out))
+            self.assertTrue(g["full_logits"])
+            lens = [len(p["ids"]) for p in g["prompts"]]
+            self.assertIn(140, lens)
+            ref = kl.KimiLinearForCausalLM.from_pretrained(os.path.join(d, "m"))
+            p = g["prompts"][2]
+            logits, _ = ref(torch.tensor([p["ids"]]))
+            self.assertLess((logits[0] - torch.tensor(p["logits"])).abs().max().item(), 1e-4)
+
+
 if __name__ == "__main__":
     unittest.main()
