@@ -1,0 +1,110 @@
+// Microbenchmarks of the decode and prefill kernels. Figures, never assertions: run
+// build/bench/micro/micro_bench and compare bytes/s to the machine's read bandwidth.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/kda.h"
+#include "kernels/matmul.h"
+
+namespace ds {
+namespace {
+
+std::vector<float> randn(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 0.5f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// args: rows m, dtype (0 f32, 1 bf16), threads. A 2048x768 weight (one FFN projection).
+void BM_Matmul(benchmark::State& st) {
+  const int m = int(st.range(0)), n = 2048, k = 768;
+  const DType dt = st.range(1) ? DType::BF16 : DType::F32;
+  ThreadPool pool(int(st.range(2)));
+  auto w = randn(size_t(n) * k, 1);
+  std::vector<uint16_t> wb(w.size());
+  for (size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
+  PackedWeight pw = dt == DType::BF16 ? pack_weight(wb.data(), dt, n, k) : pack_weight(w.data(), dt, n, k);
+  auto x = randn(size_t(m) * k, 2);
+  std::vector<float> y(size_t(m) * n);
+  for (auto _ : st) {
+    matmul(x.data(), k, pw, y.data(), n, m, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["weight_GB/s"] = benchmark::Counter(double(pw.bytes()), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Matmul)->ArgsProduct({{1, 2, 4, 8, 16, 32, 64}, {0, 1}, {1, 2}})->UseRealTime();
+
+// Decode attention of 12 heads over an MLA-style latent cache (row 288, value 256): context length.
+void BM_DecodeAttention(benchmark::State& st) {
+  const int ctx = int(st.range(0)), nq = 12, dk = 288, dv = 256, bs = 64;
+  const int blocks = (ctx + bs - 1) / bs;
+  auto pool = randn(size_t(blocks) * bs * dk, 3);
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
+  PagedKv kv{pool.data(), pool.data(), size_t(bs) * dk, size_t(dk), bs, table.data()};
+  auto q = randn(size_t(nq) * dk, 4);
+  std::vector<float> out(size_t(nq) * dv), scratch(attention_scratch_floats(nq, dv, ctx));
+  for (auto _ : st) {
+    attention_decode(q.data(), nq, dk, dv, 0.1f, kv, ctx, out.data(), scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["kv_GB/s"] = benchmark::Counter(double(ctx) * dk * 4, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_DecodeAttention)->Arg(512)->Arg(2048)->Arg(8192)->UseRealTime();
+
+KdaHeadIo head_io(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                  const std::vector<float>& g, const std::vector<float>& b, std::vector<float>& o, int d) {
+  return {q.data(), k.data(), v.data(), g.data(), b.data(), size_t(d), size_t(d), size_t(d), 1, o.data(), size_t(d)};
+}
+
+// One KDA head (64 x 64 state): a decode step, and a 64-token chunk of prefill.
+void BM_KdaStep(benchmark::State& st) {
+  const int d = 64;
+  auto q = randn(d, 1), k = randn(d, 2), v = randn(d, 3), g = randn(d, 4), b = randn(1, 5), S = randn(size_t(d) * d, 6);
+  for (auto& x : g) x = -0.1f * std::abs(x);
+  std::vector<float> o(d);
+  for (auto _ : st) {
+    kda_recurrent(S.data(), d, d, 1, head_io(q, k, v, g, b, o, d));
+    benchmark::DoNotOptimize(o.data());
+  }
+}
+BENCHMARK(BM_KdaStep);
+
+void BM_KdaChunk(benchmark::State& st) {
+  const int d = 64, T = int(st.range(0));
+  auto q = randn(size_t(T) * d, 1), k = randn(size_t(T) * d, 2), v = randn(size_t(T) * d, 3), g = randn(size_t(T) * d, 4);
+  auto b = randn(size_t(T), 5), S = randn(size_t(d) * d, 6);
+  for (auto& x : g) x = -0.1f * std::abs(x);
+  for (auto& x : b) x = 0.5f;
+  std::vector<float> o(size_t(T) * d), scratch(kda_chunk_scratch_floats(d, d));
+  for (auto _ : st) {
+    kda_chunked(S.data(), d, d, T, head_io(q, k, v, g, b, o, d), scratch.data());
+    benchmark::DoNotOptimize(o.data());
+  }
+  st.counters["tokens/s"] = benchmark::Counter(double(T), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_KdaChunk)->Arg(64)->Arg(1024);
+
+void BM_KdaRecurrentPrefill(benchmark::State& st) {
+  const int d = 64, T = int(st.range(0));
+  auto q = randn(size_t(T) * d, 1), k = randn(size_t(T) * d, 2), v = randn(size_t(T) * d, 3), g = randn(size_t(T) * d, 4);
+  auto b = randn(size_t(T), 5), S = randn(size_t(d) * d, 6);
+  for (auto& x : g) x = -0.1f * std::abs(x);
+  std::vector<float> o(size_t(T) * d);
+  for (auto _ : st) {
+    kda_recurrent(S.data(), d, d, T, head_io(q, k, v, g, b, o, d));
+    benchmark::DoNotOptimize(o.data());
+  }
+  st.counters["tokens/s"] = benchmark::Counter(double(T), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_KdaRecurrentPrefill)->Arg(1024);
+
+}  // namespace
+}  // namespace ds

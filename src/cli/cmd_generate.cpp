@@ -1,0 +1,202 @@
+// deltaserve generate: one prompt through the model, measuring prefill and decode speed.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/command.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "kernels/sampling.h"
+#include "model/model.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds::cli {
+namespace {
+
+struct GenerateOptions {
+  std::string model, prompt, prompt_ids;
+  int max_tokens = 64;
+  float temperature = 0.f, top_p = 1.f, min_p = 0.f;
+  int top_k = 0;
+  uint64_t seed = 0;
+  int threads = 0;
+  int prefill_chunk = 2048;
+  int top_logprobs = 0;
+  bool json = false, ignore_eos = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    DS_CHECK(!item.empty(), "--prompt-ids: empty entry in '" + s + "'");
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    DS_CHECK(used == item.size(), "--prompt-ids: '" + item + "' is not an integer");
+    ids.push_back(int32_t(v));
+  }
+  return ids;
+}
+
+int run(const GenerateOptions& o) {
+  using clock = std::chrono::steady_clock;
+  auto model = Model::load(o.model, o.threads);
+  const ModelConfig& cfg = model->config();
+  std::optional<Tokenizer> tok;
+  if (std::filesystem::exists(o.model + "/tokenizer.json")) tok = Tokenizer::load(o.model + "/tokenizer.json");
+  std::vector<int32_t> prompt;
+  if (!o.prompt_ids.empty()) {
+    prompt = parse_ids(o.prompt_ids);
+  } else {
+    DS_CHECK(tok, "--prompt needs " + o.model + "/tokenizer.json; use --prompt-ids otherwise");
+    prompt = tok->encode(o.prompt);
+  }
+  DS_CHECK(!prompt.empty(), "the prompt is empty");
+  for (int32_t t : prompt)
+    DS_CHECK(t >= 0 && t < cfg.vocab_size,
+             "prompt token id " + std::to_string(t) + " outside [0, " + std::to_string(cfg.vocab_size) + ")");
+  DS_CHECK(o.max_tokens >= 0, "--max-tokens must be >= 0");
+
+  RuntimeLimits lim;
+  lim.max_seqs = 1;
+  lim.max_batch_tokens = std::max(1, std::min(int(prompt.size()), o.prefill_chunk));
+  lim.max_logit_rows = 1;
+  lim.block_size = 64;
+  lim.num_kv_blocks = int((prompt.size() + size_t(o.max_tokens) + 63) / 64) + 1;
+  model->allocate(lim);
+  std::vector<int32_t> table(static_cast<size_t>(lim.num_kv_blocks));
+  for (int i = 0; i < lim.num_kv_blocks; ++i) table[size_t(i)] = i;
+  std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
+
+  auto step = [&](const int32_t* toks, int n, int start) {
+    SeqChunk sc;
+    sc.slot = 0;
+    sc.block_table = table.data();
+    sc.start_pos = start;
+    sc.num_tokens = n;
+    sc.token_offset = 0;
+    sc.num_logits = 1;
+    ForwardBatch b{std::span<const int32_t>(toks, size_t(n)), std::span<const SeqChunk>(&sc, 1)};
+    model->forward(b, logits.data());
+  };
+  const auto t0 = clock::now();
+  for (size_t p = 0; p < prompt.size(); p += size_t(lim.max_batch_tokens)) {
+    const int n = int(std::min(prompt.size() - p, size_t(lim.max_batch_tokens)));
+    step(prompt.data() + p, n, int(p));
+  }
+  const double prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
+
+  SamplingParams sp;
+  sp.temperature = o.temperature;
+  sp.top_k = o.top_k;
+  sp.top_p = o.top_p;
+  sp.min_p = o.min_p;
+  sp.seed = o.seed;
+  Rng rng(o.seed);
+  Sampler sampler(cfg.vocab_size);
+  std::vector<int32_t> out;
+  nlohmann::json top = nlohmann::json::array();
+  std::vector<std::pair<int32_t, float>> tl;
+  StreamDecoder* stream = nullptr;
+  std::optional<StreamDecoder> sd;
+  if (tok && !o.json) {
+    sd.emplace(*tok);
+    stream = &*sd;
+  }
+  const auto t1 = clock::now();
+  int decode_steps = 0;
+  int pos = int(prompt.size());
+  for (int i = 0; i < o.max_tokens; ++i) {
+    if (i > 0) {
+      step(&out.back(), 1, pos++);
+      ++decode_steps;
+    }
+    const int32_t next = sampler.sample(logits.data(), cfg.vocab_size, sp, rng);
+    if (o.top_logprobs > 0) {
+      sampler.top_logprobs(logits.data(), cfg.vocab_size, o.top_logprobs, &tl);
+      nlohmann::json row = nlohmann::json::array();
+      for (auto& [id, lp] : tl) row.push_back({id, lp});
+      top.push_back(row);
+    }
+    out.push_back(next);
+    if (stream) {
+      std::cout << stream->push(next) << std::flush;
+    }
+    const bool eos = std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), next) != cfg.eos_token_ids.end();
+    if (eos && !o.ignore_eos) break;
+  }
+  const double decode_s = std::chrono::duration<double>(clock::now() - t1).count();
+  const double decode_tps = decode_steps > 0 ? decode_steps / decode_s : 0.0;
+  if (o.json) {
+    nlohmann::json j;
+    j["prompt_tokens"] = prompt.size();
+    j["tokens"] = out;
+    j["text"] = tok ? tok->decode(out) : "";
+    j["prefill_tokens_per_s"] = prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0;
+    j["decode_tokens_per_s"] = decode_tps;
+    j["weights_bytes"] = model->weights_bytes();
+    j["decode_weight_bytes"] = model->decode_weight_bytes();
+    j["decode_read_gb_per_s"] = double(model->decode_weight_bytes()) * decode_tps / 1e9;
+    j["isa"] = isa_name(active_isa());
+    j["threads"] = o.threads;
+    if (o.top_logprobs > 0) j["top_logprobs"] = top;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    if (stream) std::cout << stream->finish();
+    std::cout << "\n";
+    spdlog::info("prefill {} tokens at {:.1f} tok/s; decode {} tokens at {:.1f} tok/s ({:.2f} GB/s of weights)",
+                 prompt.size(), prompt.size() / prefill_s, decode_steps, decode_tps,
+                 double(model->decode_weight_bytes()) * decode_tps / 1e9);
+  }
+  return 0;
+}
+
+RegisterCommand reg("generate", [](CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("generate", "generate from one prompt and report speed");
+  auto o = std::make_shared<GenerateOptions>();
+  cmd->add_option("--model", o->model, "model directory")->required();
+  auto* p = cmd->add_option("--prompt", o->prompt, "prompt text");
+  auto* pi = cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
+  p->excludes(pi);
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate");
+  cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.f, 100.f));
+  cmd->add_option("--top-k", o->top_k, "0 = off")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p, "in (0, 1]")->check(CLI::Range(1e-6f, 1.f));
+  cmd->add_option("--min-p", o->min_p, "in [0, 1]")->check(CLI::Range(0.f, 1.f));
+  cmd->add_option("--seed", o->seed, "sampling seed");
+  cmd->add_option("--threads", o->threads, "0 = all cores")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "tokens per prefill step")->check(CLI::PositiveNumber);
+  cmd->add_option("--top-logprobs", o->top_logprobs, "with --json: top-N log-probabilities per token")
+      ->check(CLI::Range(0, 20));
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-text");
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->callback([o, cmd, &exit_code] {
+    if (o->prompt.empty() && o->prompt_ids.empty()) {
+      spdlog::error("generate: give --prompt or --prompt-ids");
+      exit_code = 2;
+      return;
+    }
+    (void)cmd;
+    try {
+      exit_code = run(*o);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      exit_code = 1;
+    }
+  });
+});
+
+}  // namespace
+}  // namespace ds::cli

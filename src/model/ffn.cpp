@@ -1,0 +1,160 @@
+// Feed-forward blocks: dense SwiGLU, and the sigmoid-routed mixture of experts with rows grouped
+// by expert so each expert's weights are read once per step.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "model/layers.h"
+#include "model/parallel.h"
+
+namespace ds {
+
+DenseFfn::DenseFfn(const WeightLoader& w, const std::string& gate, const std::string& up, const std::string& down,
+                   int hidden, int inter)
+    : hidden_(hidden), inter_(inter) {
+  gate_up_ = w.stacked({{gate, inter}, {up, inter}}, hidden);
+  down_ = w.linear(down, hidden, inter);
+}
+
+void DenseFfn::forward(const StepContext& ctx, const float* h, float* x, int rows) const {
+  if (rows == 0) return;
+  const size_t m = ctx.arena->mark();
+  float* GU = ctx.arena->alloc<float>(size_t(rows) * size_t(2 * inter_));
+  float* A = ctx.arena->alloc<float>(size_t(rows) * size_t(inter_));
+  matmul(h, size_t(hidden_), gate_up_, GU, size_t(2 * inter_), rows, ctx.pool);
+  for (int r = 0; r < rows; ++r)
+    silu_mul(GU + size_t(r) * size_t(2 * inter_), GU + size_t(r) * size_t(2 * inter_) + inter_,
+             A + size_t(r) * size_t(inter_), inter_);
+  matmul(A, size_t(inter_), down_, x, size_t(hidden_), rows, ctx.pool, /*accumulate=*/true);
+  ctx.arena->rewind(m);
+}
+
+MoeFfn::MoeFfn(const ModelConfig& c, const WeightLoader& w) : m_(c.moe), hidden_(c.hidden_size) {
+  const int E = m_.num_experts, I = m_.intermediate_size;
+  router_ = w.linear("block_sparse_moe.gate.weight", E, hidden_);
+  if (w.store.find(w.prefix + "block_sparse_moe.gate.e_score_correction_bias"))
+    bias_ = w.vector_f32("block_sparse_moe.gate.e_score_correction_bias", E);
+  else
+    bias_.assign(size_t(E), 0.f);
+  for (int e = 0; e < E; ++e) {
+    const std::string p = "block_sparse_moe.experts." + std::to_string(e) + ".";
+    w13_.push_back(w.stacked({{p + "w1.weight", I}, {p + "w3.weight", I}}, hidden_));
+    w2_.push_back(w.linear(p + "w2.weight", hidden_, I));
+  }
+  if (m_.num_shared_experts > 0)
+    shared_.emplace_back(w, "block_sparse_moe.shared_experts.gate_proj.weight",
+                         "block_sparse_moe.shared_experts.up_proj.weight",
+                         "block_sparse_moe.shared_experts.down_proj.weight", hidden_, I * m_.num_shared_experts);
+}
+
+size_t MoeFfn::temp_floats(int n) const {
+  const size_t I = size_t(m_.intermediate_size);
+  const size_t k = size_t(m_.experts_per_token);
+  const size_t shared = shared_.empty() ? 0 : shared_[0].temp_floats(n);
+  // logits + routing + per-expert gathered rows, gate/up, activations, outputs (at most all rows)
+  return size_t(n) * (size_t(m_.num_experts) + 2 * k) + size_t(n) * (size_t(hidden_) * 2 + 3 * I) + shared +
+         size_t(n) * k * 2 + 16 * 64;
+}
+
+size_t MoeFfn::weight_bytes() const {
+  size_t b = router_.bytes() + bias_.size() * 4;
+  for (auto& w : w13_) b += w.bytes();
+  for (auto& w : w2_) b += w.bytes();
+  for (auto& s : shared_) b += s.weight_bytes();
+  return b;
+}
+
+size_t MoeFfn::decode_weight_bytes() const {
+  size_t routed = 0;
+  for (size_t e = 0; e < w13_.size(); ++e) routed += w13_[e].bytes() + w2_[e].bytes();
+  size_t b = router_.bytes() + routed / size_t(m_.num_experts) * size_t(m_.experts_per_token);
+  for (auto& s : shared_) b += s.weight_bytes();
+  return b;
+}
+
+void MoeFfn::route(const float* logits, int32_t* ids, float* weights) const {
+  const int E = m_.num_experts, k = m_.experts_per_token;
+  float score[1024], biased[1024];
+  bool allowed[1024];
+  for (int e = 0; e < E; ++e) {
+    score[e] = sigmoidf(logits[e]);
+    biased[e] = score[e] + bias_[size_t(e)];
+    allowed[e] = true;
+  }
+  if (m_.use_grouped_topk && m_.num_expert_group > 1) {
+    // A group's score is the sum of its two best biased scores; keep the topk_group best groups.
+    const int G = m_.num_expert_group, per = E / G;
+    float gscore[1024];
+    for (int g = 0; g < G; ++g) {
+      float b1 = -INFINITY, b2 = -INFINITY;
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        if (biased[e] > b1) { b2 = b1; b1 = biased[e]; }
+        else if (biased[e] > b2) b2 = biased[e];
+      }
+      gscore[g] = b1 + (per > 1 ? b2 : 0.f);
+    }
+    bool keep[1024] = {};
+    for (int r = 0; r < m_.topk_group; ++r) {
+      int best = -1;
+      for (int g = 0; g < G; ++g)
+        if (!keep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+      keep[best] = true;
+    }
+    for (int e = 0; e < E; ++e) allowed[e] = keep[e / per];
+  }
+  float sum = 0.f;
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int e = 0; e < E; ++e)
+      if (allowed[e] && (best < 0 || biased[e] > biased[best])) best = e;
+    allowed[best] = false;
+    ids[j] = best;
+    weights[j] = score[best];
+    sum += score[best];
+  }
+  const float norm = m_.renormalize && sum > 0.f ? 1.f / sum : 1.f;
+  for (int j = 0; j < k; ++j) weights[j] *= norm * m_.routed_scaling_factor;
+}
+
+void MoeFfn::forward(const StepContext& ctx, const float* h, float* x) const {
+  const int N = ctx.num_tokens, E = m_.num_experts, k = m_.experts_per_token;
+  const int I = m_.intermediate_size;
+  Arena& arena = *ctx.arena;
+  float* logits = arena.alloc<float>(size_t(N) * size_t(E));
+  int32_t* ids = arena.alloc<int32_t>(size_t(N) * size_t(k));
+  float* wts = arena.alloc<float>(size_t(N) * size_t(k));
+  matmul(h, size_t(hidden_), router_, logits, size_t(E), N, ctx.pool);
+  for (int t = 0; t < N; ++t)
+    route(logits + size_t(t) * size_t(E), ids + size_t(t) * size_t(k), wts + size_t(t) * size_t(k));
+  // Group (token, weight) pairs by expert; each expert runs once over its rows.
+  int32_t* rows = arena.alloc<int32_t>(size_t(N) * size_t(k));
+  float* row_w = arena.alloc<float>(size_t(N) * size_t(k));
+  float* Xe = arena.alloc<float>(size_t(N) * size_t(hidden_));
+  float* GU = arena.alloc<float>(size_t(N) * size_t(2 * I));
+  float* A = arena.alloc<float>(size_t(N) * size_t(I));
+  float* Ye = arena.alloc<float>(size_t(N) * size_t(hidden_));
+  for (int e = 0; e < E; ++e) {
+    int n = 0;
+    for (int t = 0; t < N; ++t)
+      for (int j = 0; j < k; ++j)
+        if (ids[size_t(t) * size_t(k) + size_t(j)] == e) {
+          rows[n] = t;
+          row_w[n] = wts[size_t(t) * size_t(k) + size_t(j)];
+          ++n;
+        }
+    if (n == 0) continue;
+    for (int r = 0; r < n; ++r)
+      std::memcpy(Xe + size_t(r) * size_t(hidden_), h + size_t(rows[r]) * size_t(hidden_), size_t(hidden_) * sizeof(float));
+    matmul(Xe, size_t(hidden_), w13_[size_t(e)], GU, size_t(2 * I), n, ctx.pool);
+    for (int r = 0; r < n; ++r)
+      silu_mul(GU + size_t(r) * size_t(2 * I), GU + size_t(r) * size_t(2 * I) + I, A + size_t(r) * size_t(I), I);
+    matmul(A, size_t(I), w2_[size_t(e)], Ye, size_t(hidden_), n, ctx.pool);
+    for (int r = 0; r < n; ++r) axpy(row_w[r], Ye + size_t(r) * size_t(hidden_), x + size_t(rows[r]) * size_t(hidden_), hidden_);
+  }
+  for (auto& s : shared_) s.forward(ctx, h, x, N);
+}
+
+}  // namespace ds

@@ -1,0 +1,247 @@
+// The Model implementation for both model types: embeddings, the layer stack (KDA / MLA / GQA
+// mixers, dense / MoE FFNs), final norm and LM head; KV pool, state slots and the activation
+// arena sized once at allocate().
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "model/layers.h"
+#include "model/parallel.h"
+
+namespace ds {
+
+namespace {
+
+struct Layer {
+  MixerKind mixer;
+  std::vector<float> input_norm, post_norm;
+  std::optional<KdaMixer> kda;
+  std::optional<MlaMixer> mla;
+  std::optional<GqaMixer> gqa;
+  std::optional<DenseFfn> dense;
+  std::optional<MoeFfn> moe;
+  size_t state_offset = 0;  // KDA: floats into a slot's state
+  size_t kv_offset = 0;     // attention: this layer's floats per token before it in the pool
+};
+
+class HybridModel final : public Model {
+ public:
+  HybridModel(const std::string& dir, int threads);
+
+  const ModelConfig& config() const override { return cfg_; }
+  size_t kv_bytes_per_block(int block_size) const override { return kv_floats_per_token_ * size_t(block_size) * 4; }
+  size_t state_bytes_per_slot() const override { return state_floats_per_slot_ * 4; }
+  size_t weights_bytes() const override { return weights_bytes_; }
+  size_t decode_weight_bytes() const override { return decode_weight_bytes_; }
+  void allocate(const RuntimeLimits& limits) override;
+  const RuntimeLimits& limits() const override { return limits_; }
+  void forward(const ForwardBatch& batch, float* logits) override;
+  void save_state(int slot, void* dst) const override;
+  void load_state(int slot, const void* src) override;
+
+ private:
+  size_t step_floats(int n, int logit_rows) const;
+
+  ModelConfig cfg_;
+  std::string dir_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<std::byte> embed_;  // aligned copy of the embedding table in its checkpoint dtype
+  DType embed_dtype_ = DType::F32;
+  std::vector<Layer> layers_;
+  std::vector<float> final_norm_;
+  PackedWeight lm_head_;
+  size_t kv_floats_per_token_ = 0, state_floats_per_slot_ = 0;
+  size_t weights_bytes_ = 0, decode_weight_bytes_ = 0;
+
+  RuntimeLimits limits_;
+  bool allocated_ = false;
+  std::vector<float> kv_pool_, states_;
+  Arena arena_;
+  std::vector<std::vector<float>> thread_scratch_;
+};
+
+HybridModel::HybridModel(const std::string& dir, int threads) : cfg_(load_model_config(dir)), dir_(dir) {
+  pool_ = std::make_unique<ThreadPool>(threads > 0 ? threads : default_thread_count());
+  WeightStore store = WeightStore::open(dir);
+  const int H = cfg_.hidden_size;
+  const TensorView& emb = store.get("model.embed_tokens.weight", {int64_t(cfg_.vocab_size), int64_t(H)});
+  embed_dtype_ = emb.dtype;
+  embed_.resize(emb.nbytes);
+  std::memcpy(embed_.data(), emb.data, emb.nbytes);
+  weights_bytes_ += emb.nbytes;
+  int kda_i = 0, mla_i = 0;
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    WeightLoader w{store, "model.layers." + std::to_string(i) + "."};
+    Layer L;
+    L.mixer = cfg_.mixer[size_t(i)];
+    L.input_norm = w.vector_f32("input_layernorm.weight", H);
+    L.post_norm = w.vector_f32("post_attention_layernorm.weight", H);
+    size_t mixer_bytes = 0;
+    switch (L.mixer) {
+      case MixerKind::Kda:
+        L.kda.emplace(cfg_, w, kda_i++);
+        L.state_offset = state_floats_per_slot_;
+        state_floats_per_slot_ += L.kda->state_floats();
+        mixer_bytes = L.kda->weight_bytes();
+        break;
+      case MixerKind::Mla:
+        L.mla.emplace(cfg_, w, mla_i++);
+        L.kv_offset = kv_floats_per_token_;
+        kv_floats_per_token_ += L.mla->latent_dim();
+        mixer_bytes = L.mla->weight_bytes();
+        break;
+      case MixerKind::Gqa:
+        L.gqa.emplace(cfg_, w);
+        L.kv_offset = kv_floats_per_token_;
+        kv_floats_per_token_ += L.gqa->kv_floats_per_token();
+        mixer_bytes = L.gqa->weight_bytes();
+        break;
+    }
+    size_t ffn_bytes = 0, ffn_decode = 0;
+    if (cfg_.ffn[size_t(i)] == FfnKind::Moe) {
+      L.moe.emplace(cfg_, w);
+      ffn_bytes = L.moe->weight_bytes();
+      ffn_decode = L.moe->decode_weight_bytes();
+    } else {
+      L.dense.emplace(w, "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", H,
+                      cfg_.intermediate_size);
+      ffn_bytes = ffn_decode = L.dense->weight_bytes();
+    }
+    weights_bytes_ += mixer_bytes + ffn_bytes + 2 * size_t(H) * 4;
+    decode_weight_bytes_ += mixer_bytes + ffn_decode + 2 * size_t(H) * 4;
+    layers_.push_back(std::move(L));
+  }
+  WeightLoader top{store, ""};
+  final_norm_ = top.vector_f32("model.norm.weight", H);
+  if (cfg_.tie_word_embeddings) {
+    std::vector<std::byte> copy = embed_;
+    lm_head_ = pack_weight(copy.data(), embed_dtype_, cfg_.vocab_size, H);
+  } else {
+    lm_head_ = top.linear("lm_head.weight", cfg_.vocab_size, H);
+    weights_bytes_ += lm_head_.bytes();
+  }
+  // A decode step reads one embedding row, the layers, and the whole LM head.
+  decode_weight_bytes_ += lm_head_.bytes() + size_t(H) * 4;
+}
+
+size_t HybridModel::step_floats(int n, int logit_rows) const {
+  size_t layer_max = 0;
+  for (const Layer& L : layers_) {
+    size_t m = L.kda ? L.kda->temp_floats(n) : L.mla ? L.mla->temp_floats(n) : L.gqa->temp_floats(n);
+    size_t f = L.moe ? L.moe->temp_floats(n) : L.dense->temp_floats(n);
+    layer_max = std::max({layer_max, m, f});
+  }
+  const size_t H = size_t(cfg_.hidden_size);
+  // x, h, per-token seq/pos, logits-row hidden states, and the layer temporaries
+  return 2 * size_t(n) * H + 2 * size_t(n) + size_t(logit_rows) * H + layer_max + 16 * 64;
+}
+
+void HybridModel::allocate(const RuntimeLimits& limits) {
+  DS_CHECK(!allocated_, "model runtime already allocated");
+  DS_CHECK(limits.max_seqs > 0 && limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 &&
+               limits.num_kv_blocks > 0 && limits.block_size > 0,
+           "runtime limits must all be positive");
+  limits_ = limits;
+  const int max_ctx = limits.num_kv_blocks * limits.block_size;
+  kv_pool_.assign(kv_floats_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks), 0.f);
+  states_.assign(state_floats_per_slot_ * size_t(limits.max_seqs), 0.f);
+  arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
+  size_t scratch = 0;
+  for (const Layer& L : layers_) {
+    if (L.kda) scratch = std::max(scratch, L.kda->scratch_floats());
+    if (L.mla) scratch = std::max(scratch, L.mla->scratch_floats(max_ctx));
+    if (L.gqa) scratch = std::max(scratch, L.gqa->scratch_floats(max_ctx));
+  }
+  thread_scratch_.assign(size_t(pool_->size()), std::vector<float>(scratch + 64));
+  allocated_ = true;
+}
+
+void HybridModel::forward(const ForwardBatch& batch, float* logits) {
+  DS_CHECK(allocated_, "model runtime not allocated: call allocate() first");
+  const int N = int(batch.tokens.size());
+  int logit_rows = 0;
+  for (const SeqChunk& sc : batch.seqs) {
+    logit_rows += sc.num_logits;
+    DS_CHECK(sc.slot >= 0 && sc.slot < limits_.max_seqs, "forward: state slot " + std::to_string(sc.slot) + " outside [0, " + std::to_string(limits_.max_seqs) + ")");
+    DS_CHECK(sc.num_tokens > 0 && sc.token_offset >= 0 && sc.token_offset + sc.num_tokens <= N,
+             "forward: chunk token range outside the batch");
+    DS_CHECK(sc.num_logits == 0 || sc.num_logits == 1 || sc.num_logits == sc.num_tokens,
+             "forward: num_logits must be 0, 1 or num_tokens");
+  }
+  DS_CHECK(N > 0 && N <= limits_.max_batch_tokens, "forward: " + std::to_string(N) + " tokens, limit " + std::to_string(limits_.max_batch_tokens));
+  DS_CHECK(logit_rows <= limits_.max_logit_rows, "forward: " + std::to_string(logit_rows) + " logit rows, limit " + std::to_string(limits_.max_logit_rows));
+  for (int32_t t : batch.tokens)
+    DS_CHECK(t >= 0 && t < cfg_.vocab_size, "forward: token id " + std::to_string(t) + " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
+
+  arena_.reset();
+  const int H = cfg_.hidden_size;
+  float* x = arena_.alloc<float>(size_t(N) * size_t(H));
+  float* h = arena_.alloc<float>(size_t(N) * size_t(H));
+  int32_t* tok_seq = arena_.alloc<int32_t>(size_t(N));
+  int32_t* tok_pos = arena_.alloc<int32_t>(size_t(N));
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const SeqChunk& sc = batch.seqs[s];
+    for (int i = 0; i < sc.num_tokens; ++i) {
+      tok_seq[sc.token_offset + i] = int32_t(s);
+      tok_pos[sc.token_offset + i] = sc.start_pos + i;
+    }
+  }
+  StepContext ctx{&batch, N, tok_seq, tok_pos, pool_.get(), &arena_, &thread_scratch_};
+  parallel_items(pool_.get(), N, [&](int t, int) {
+    row_to_f32(embed_.data(), embed_dtype_, size_t(batch.tokens[size_t(t)]), H, x + size_t(t) * size_t(H));
+  });
+  // Each attention layer owns a contiguous region [num_kv_blocks][block_size][row] of the pool.
+  const size_t layer_scale = size_t(limits_.block_size) * size_t(limits_.num_kv_blocks);
+  for (const Layer& L : layers_) {
+    const size_t mark = arena_.mark();
+    parallel_items(pool_.get(), N, [&](int t, int) {
+      rmsnorm(x + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
+    });
+    if (L.kda) {
+      L.kda->forward(ctx, h, x, states_.data() + L.state_offset, state_floats_per_slot_);
+    } else if (L.mla) {
+      L.mla->forward(ctx, h, x, kv_pool_.data() + L.kv_offset * layer_scale, limits_.block_size);
+    } else {
+      L.gqa->forward(ctx, h, x, kv_pool_.data() + L.kv_offset * layer_scale, limits_.block_size);
+    }
+    arena_.rewind(mark);
+    parallel_items(pool_.get(), N, [&](int t, int) {
+      rmsnorm(x + size_t(t) * size_t(H), L.post_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
+    });
+    if (L.moe) L.moe->forward(ctx, h, x);
+    else L.dense->forward(ctx, h, x, N);
+    arena_.rewind(mark);
+  }
+  // Final norm and LM head only for the rows whose logits were asked for.
+  float* hl = arena_.alloc<float>(size_t(std::max(logit_rows, 1)) * size_t(H));
+  int r = 0;
+  for (const SeqChunk& sc : batch.seqs) {
+    const int first = sc.num_logits == 1 ? sc.token_offset + sc.num_tokens - 1 : sc.token_offset;
+    for (int i = 0; i < sc.num_logits; ++i, ++r)
+      rmsnorm(x + size_t(first + i) * size_t(H), final_norm_.data(), cfg_.rms_norm_eps, hl + size_t(r) * size_t(H), H);
+  }
+  if (logit_rows > 0) matmul(hl, size_t(H), lm_head_, logits, size_t(cfg_.vocab_size), logit_rows, pool_.get());
+}
+
+void HybridModel::save_state(int slot, void* dst) const {
+  DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "save_state: bad slot " + std::to_string(slot));
+  std::memcpy(dst, states_.data() + size_t(slot) * state_floats_per_slot_, state_floats_per_slot_ * 4);
+}
+
+void HybridModel::load_state(int slot, const void* src) {
+  DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "load_state: bad slot " + std::to_string(slot));
+  std::memcpy(states_.data() + size_t(slot) * state_floats_per_slot_, src, state_floats_per_slot_ * 4);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& dir, int threads) {
+  DS_CHECK(std::filesystem::is_directory(dir), "model directory '" + dir + "' does not exist");
+  return std::make_unique<HybridModel>(dir, threads);
+}
+
+}  // namespace ds

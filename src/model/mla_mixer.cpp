@@ -1,0 +1,111 @@
+// Multi-head latent attention without positional encoding (Kimi-Linear's full-attention
+// layers). The cache holds only the latent row [c | k_pe] per token. Prefill and decode both run
+// the absorbed form: each head's query is mapped into latent space, attends to the shared
+// latent rows (keys [c | k_pe], values c), and the result is mapped out by the value half of
+// kv_b_proj - one code path, so prefill and decode agree to rounding.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+#include "model/layers.h"
+#include "model/parallel.h"
+
+namespace ds {
+
+MlaMixer::MlaMixer(const ModelConfig& c, const WeightLoader& w, int)
+    : nh_(c.mla.num_heads), nope_(c.mla.qk_nope_head_dim), R_(c.mla.qk_rope_head_dim),
+      L_(c.mla.kv_lora_rank), V_(c.mla.v_head_dim), hidden_(c.hidden_size), eps_(c.rms_norm_eps) {
+  scale_ = 1.f / std::sqrt(float(nope_ + R_));
+  q_proj_ = w.linear("self_attn.q_proj.weight", nh_ * (nope_ + R_), hidden_);
+  kv_a_ = w.linear("self_attn.kv_a_proj_with_mqa.weight", L_ + R_, hidden_);
+  o_proj_ = w.linear("self_attn.o_proj.weight", hidden_, nh_ * V_);
+  kv_norm_ = w.vector_f32("self_attn.kv_a_layernorm.weight", L_);
+  const TensorView& kvb = w.store.get(w.prefix + "self_attn.kv_b_proj.weight", {int64_t(nh_ * (nope_ + V_)), int64_t(L_)});
+  std::vector<float> b = kvb.to_f32();  // per head: nope rows (k_nope), then V rows (value)
+  const bool keep_bf16 = kvb.dtype == DType::BF16;
+  auto pack = [&](const std::vector<float>& m, int out, int in) {
+    if (!keep_bf16) return pack_weight(m.data(), DType::F32, out, in);
+    std::vector<uint16_t> h(m.size());
+    for (size_t i = 0; i < m.size(); ++i) h[i] = f32_to_bf16(m[i]);
+    return pack_weight(h.data(), DType::BF16, out, in);
+  };
+  for (int hh = 0; hh < nh_; ++hh) {
+    const size_t base = size_t(hh) * size_t(nope_ + V_) * size_t(L_);
+    std::vector<float> kT(size_t(L_) * size_t(nope_));  // [L][nope] = W_kb^T
+    for (int n = 0; n < nope_; ++n)
+      for (int l = 0; l < L_; ++l) kT[size_t(l) * size_t(nope_) + size_t(n)] = b[base + size_t(n) * size_t(L_) + size_t(l)];
+    k_absorb_.push_back(pack(kT, L_, nope_));
+    std::vector<float> vu(b.begin() + long(base + size_t(nope_) * size_t(L_)),
+                          b.begin() + long(base + size_t(nope_ + V_) * size_t(L_)));
+    v_up_.push_back(pack(vu, V_, L_));
+  }
+}
+
+size_t MlaMixer::temp_floats(int n) const {
+  return size_t(n) * (size_t(nh_ * (nope_ + R_)) + size_t(L_ + R_) + size_t(nh_ * (L_ + R_)) +
+                      size_t(nh_ * L_) + size_t(nh_ * V_)) + 8 * 64;
+}
+
+size_t MlaMixer::scratch_floats(int max_ctx) const { return attention_scratch_floats(nh_, L_, max_ctx); }
+
+size_t MlaMixer::weight_bytes() const {
+  size_t b = q_proj_.bytes() + kv_a_.bytes() + o_proj_.bytes() + kv_norm_.size() * 4;
+  for (auto& w : k_absorb_) b += w.bytes();
+  for (auto& w : v_up_) b += w.bytes();
+  return b;
+}
+
+void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* kv_pool, int block_size) const {
+  const int N = ctx.num_tokens;
+  const size_t qw = size_t(nh_ * (nope_ + R_)), lat = size_t(L_ + R_);
+  Arena& arena = *ctx.arena;
+  float* Q = arena.alloc<float>(size_t(N) * qw);
+  float* KVA = arena.alloc<float>(size_t(N) * lat);
+  float* QL = arena.alloc<float>(size_t(N) * size_t(nh_) * lat);   // absorbed queries [N][nh][L+R]
+  float* OL = arena.alloc<float>(size_t(N) * size_t(nh_ * L_));    // latent outputs [N][nh][L]
+  float* OV = arena.alloc<float>(size_t(N) * size_t(nh_ * V_));    // values [N][nh][V]
+  matmul(h, size_t(hidden_), q_proj_, Q, qw, N, ctx.pool);
+  matmul(h, size_t(hidden_), kv_a_, KVA, lat, N, ctx.pool);
+
+  const auto& seqs = ctx.batch->seqs;
+  const size_t block_stride = size_t(block_size) * lat;
+  // Normalise c and write every token's latent row into the cache before any attention reads it.
+  parallel_items(ctx.pool, N, [&](int t, int) {
+    float* row = KVA + size_t(t) * lat;
+    rmsnorm(row, kv_norm_.data(), eps_, row, L_);
+    const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
+    const int pos = ctx.token_pos[t];
+    float* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * lat;
+    std::memcpy(dst, row, lat * sizeof(float));
+  });
+  // Items are (token, head group); groups split a token's heads only when tokens are too few
+  // to keep every thread busy.
+  const int threads = ctx.pool ? ctx.pool->size() : 1;
+  const int groups = N >= 2 * threads ? 1 : std::min(nh_, threads);
+  const int per_group = (nh_ + groups - 1) / groups;
+  parallel_items(ctx.pool, N * groups, [&](int item, int thread) {
+    const int t = item / groups, g = item % groups;
+    const int h0 = g * per_group, h1 = std::min(nh_, h0 + per_group);
+    if (h0 >= h1) return;
+    float* ql = QL + size_t(t) * size_t(nh_) * lat;
+    for (int hh = h0; hh < h1; ++hh) {
+      const float* qh = Q + size_t(t) * qw + size_t(hh * (nope_ + R_));
+      matmul(qh, size_t(nope_), k_absorb_[size_t(hh)], ql + size_t(hh) * lat, lat, 1, nullptr);
+      std::memcpy(ql + size_t(hh) * lat + size_t(L_), qh + nope_, size_t(R_) * sizeof(float));
+    }
+    const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
+    PagedKv kv{kv_pool, kv_pool, block_stride, lat, block_size, sc.block_table};
+    float* ol = OL + size_t(t) * size_t(nh_ * L_);
+    attention_decode(ql + size_t(h0) * lat, h1 - h0, L_ + R_, L_, scale_, kv, ctx.token_pos[t] + 1,
+                     ol + size_t(h0 * L_), (*ctx.thread_scratch)[size_t(thread)].data());
+    for (int hh = h0; hh < h1; ++hh)
+      matmul(ol + size_t(hh * L_), size_t(L_), v_up_[size_t(hh)], OV + size_t(t) * size_t(nh_ * V_) + size_t(hh * V_),
+             size_t(V_), 1, nullptr);
+  });
+  matmul(OV, size_t(nh_ * V_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
+}
+
+}  // namespace ds
