@@ -187,7 +187,9 @@ ReplayOutput Replay::run(const std::function<void()>& on_measure_start) {
         static_cast<double>(failed) > cfg_.abort_failed_ratio * static_cast<double>(done) &&
         !aborted_.exchange(true))
       stop_sending();
-    if (!sending() && (now >= stop_s_.load() + cfg_.grace_s || irq >= 2)) cancel_ = true;
+    // stop_s_ is written just after the stop flag; until then the grace period has not started.
+    const double stopped_at = stop_s_.load();
+    if (!sending() && ((stopped_at >= 0 && now >= stopped_at + cfg_.grace_s) || irq >= 2)) cancel_ = true;
   }
   for (auto& t : threads) t.join();
   ReplayOutput out;
