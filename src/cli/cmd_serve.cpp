@@ -1,0 +1,126 @@
+// deltaserve serve: load a model and its tokenizer, start the engine and the OpenAI-compatible
+// HTTP server, and run until SIGTERM or SIGINT, which drain gracefully and exit 0.
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::vector<std::string> served_names;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  EngineConfig engine;
+  std::string api_key;
+  int http_threads = 512;
+  double grace_s = 30;
+  double max_body_mb = 32;
+};
+
+std::string default_served_name(const std::string& dir) {
+  std::filesystem::path p(dir);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "models/x/" -> "x"
+  std::string name = p.filename().string();
+  return name.empty() ? dir : name;
+}
+
+int run_serve(const ServeArgs& a) {
+  // Signals are taken by one thread with sigwait: block them before any other thread exists so
+  // every thread inherits the mask, and ignore SIGPIPE from clients that hang up mid-write.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  DS_CHECK(a.grace_s >= 0, "invalid settings: --shutdown-grace-s must be >= 0, got " + std::to_string(a.grace_s));
+  DS_CHECK(a.max_body_mb > 0, "invalid settings: --max-body-mb must be > 0, got " + std::to_string(a.max_body_mb));
+  DS_CHECK(std::filesystem::is_directory(a.model), "--model " + a.model + " is not a directory");
+  const std::string tok_path = (std::filesystem::path(a.model) / "tokenizer.json").string();
+  Tokenizer tokenizer = Tokenizer::load(tok_path);
+  std::unique_ptr<Model> model = Model::load(a.model, a.engine.threads);
+  const int model_vocab = model->config().vocab_size;
+  DS_CHECK(tokenizer.vocab_size() <= model_vocab,
+           "tokenizer " + tok_path + " has " + std::to_string(tokenizer.vocab_size()) +
+               " tokens, more than the model's vocab_size " + std::to_string(model_vocab));
+  Engine engine(std::move(model), a.engine);
+  const EngineConfig& c = engine.config();
+  spdlog::info("engine: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, {} KV blocks of {} tokens",
+               c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, c.num_kv_blocks, c.block_size);
+
+  server::ServerOptions o;
+  o.host = a.host;
+  o.port = a.port;
+  o.served_model_names = a.served_names.empty() ? std::vector<std::string>{default_served_name(a.model)} : a.served_names;
+  o.model_dir = a.model;
+  o.api_key = a.api_key;
+  o.http_threads = a.http_threads;
+  o.drain_grace_s = a.grace_s;
+  o.max_body_bytes = size_t(a.max_body_mb * 1024 * 1024);
+  server::HttpServer http(engine, std::move(tokenizer), o);
+  const int port = http.bind();
+  spdlog::info("serving {} on http://{}:{}", o.served_model_names.front(), a.host, port);
+
+  std::atomic<bool> done{false};
+  std::thread signals([&] {
+    const timespec tick{0, 200 * 1000 * 1000};
+    while (!done.load()) {
+      const int sig = sigtimedwait(&sigs, nullptr, &tick);
+      if (sig == SIGTERM || sig == SIGINT) {
+        spdlog::info("{}: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        http.drain_and_stop(std::chrono::milliseconds(int64_t(a.grace_s * 1000)));
+        return;
+      }
+    }
+  });
+  http.serve();
+  done.store(true);
+  signals.join();
+  engine.stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  cmd->add_option("--model", a->model, "Model directory (config.json, safetensors, tokenizer.json)")->required();
+  cmd->add_option("--served-model-name", a->served_names,
+                  "Names clients use for the model (several allowed; default: the directory's name)");
+  cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", a->port, "Port to listen on")->capture_default_str();
+  cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "Sequences running at once")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", a->engine.max_num_batched_tokens, "Tokens in one forward step")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", a->engine.max_model_len,
+                  "Prompt plus generated tokens per sequence (default: the model's limit, or 8192)");
+  cmd->add_option("--kv-pool-gb", a->engine.kv_pool_gb, "KV block pool size in GiB")->capture_default_str();
+  cmd->add_option("--threads", a->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  cmd->add_option("--max-waiting", a->engine.max_waiting, "Queued requests before 503 + Retry-After")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", a->http_threads, "HTTP worker threads (one per open connection)")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace-s", a->grace_s, "Seconds in-flight requests get after SIGTERM")
+      ->capture_default_str();
+  cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body accepted, MiB")->capture_default_str();
+  cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
+});
+
+}  // namespace
+}  // namespace ds::cli
