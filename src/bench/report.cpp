@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "bench/text_file.h"
 #include "core/error.h"
 
 namespace ds::bench {
@@ -15,14 +14,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  DS_CHECK(f, "cannot read " + p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 const char* kChartFile = "node_modules/chart.js/dist/chart.umd.min.js";
 
@@ -128,12 +119,12 @@ ReportAssets ReportAssets::load(const std::string& hint) {
       continue;
     }
     ReportAssets a;
-    a.chart_js = read_file(root / kChartFile);
-    json pkg = json::parse(read_file(root / "node_modules/chart.js/package.json"), nullptr, false);
+    a.chart_js = read_text_file((root / kChartFile).string());
+    json pkg = json::parse(read_text_file((root / "node_modules/chart.js/package.json").string()), nullptr, false);
     a.chart_version = pkg.is_object() ? pkg.value("version", "") : "";
-    a.page = read_file(root / "src/bench/report/report.html");
-    a.script = read_file(root / "src/bench/report/report.js");
-    a.style = read_file(root / "src/bench/report/report.css");
+    a.page = read_text_file((root / "src/bench/report/report.html").string());
+    a.script = read_text_file((root / "src/bench/report/report.js").string());
+    a.style = read_text_file((root / "src/bench/report/report.css").string());
     return a;
   }
   throw Error("report assets not found (need src/bench/report/ and " + std::string(kChartFile) +

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "bench/text_file.h"
 #include "core/error.h"
 
 namespace ds::bench {
@@ -109,11 +109,7 @@ void write_point(const std::string& dir, const json& result,
 namespace {
 
 json read_json(const fs::path& p) {
-  std::ifstream f(p);
-  DS_CHECK(f, "cannot open " + p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json j = json::parse(ss.str(), nullptr, false);
+  json j = json::parse(read_text_file(p.string()), nullptr, false);
   DS_CHECK(!j.is_discarded(), p.string() + ": not valid JSON");
   return j;
 }

@@ -1,10 +1,10 @@
 #include "bench/trace_agentic.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bench/hash.h"
+#include "bench/text_file.h"
 #include "bench/trace_util.h"
 #include "core/error.h"
 
@@ -168,11 +168,7 @@ Workload parse_agentic(const std::string& text, const std::string& name, int64_t
 }
 
 Workload load_agentic(const std::string& path, int64_t block_size) {
-  std::ifstream f(path, std::ios::binary);
-  DS_CHECK(f, "cannot open trace " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_agentic(ss.str(), path, block_size);
+  return parse_agentic(read_text_file(path), path, block_size);
 }
 
 }  // namespace ds::bench
