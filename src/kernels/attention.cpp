@@ -91,6 +91,95 @@ void attention_decode(const float* q, int nq, int dk, int dv, float scale, const
   merge_partitions(parts, lses, R, nq, dv, out, nullptr);
 }
 
+namespace {
+constexpr int kKeyBlock = 64;
+constexpr int kMaxTileRows = 64;
+}  // namespace
+
+int attention_prefill_tile(int nq) { return std::max(1, kMaxTileRows / nq); }
+
+size_t attention_prefill_scratch_floats(int nq, int dk, int dv) {
+  (void)nq;
+  return size_t(dk) * kKeyBlock + size_t(kMaxTileRows) * (kKeyBlock + size_t(dv) + 2) + 64;
+}
+
+DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, int t1, int start, int nq,
+                                       int dk, int dv, float scale, const PagedKv& kv, float* out,
+                                       size_t o_stride, float* scratch) {
+  const int tile = attention_prefill_tile(nq);
+  float* KT = scratch;                                   // [dk][64] keys of one block, transposed
+  float* S = KT + size_t(dk) * kKeyBlock;                // [rows][64] scores, then probabilities
+  float* O = S + size_t(kMaxTileRows) * kKeyBlock;       // [rows][dv] unnormalised outputs
+  float* M = O + size_t(kMaxTileRows) * size_t(dv);      // [rows] running max
+  float* Lsum = M + kMaxTileRows;                        // [rows] running sum
+  for (int q0 = t0; q0 < t1; q0 += tile) {
+    const int nt = std::min(tile, t1 - q0);
+    const int rows = nt * nq;  // row r: token q0 + r / nq, head r % nq
+    for (int r = 0; r < rows; ++r) {
+      M[r] = -INFINITY;
+      Lsum[r] = 0.f;
+      for (int d = 0; d < dv; ++d) O[size_t(r) * size_t(dv) + size_t(d)] = 0.f;
+    }
+    const int last_pos = start + q0 + nt - 1;  // the tile's last query sees keys [0, last_pos]
+    for (int k0 = 0; k0 <= last_pos; k0 += kKeyBlock) {
+      const int nk = std::min(kKeyBlock, last_pos + 1 - k0);
+      for (int j = 0; j < nk; ++j) {
+        const float* kr = kv.key(k0 + j);
+        for (int d = 0; d < dk; ++d) KT[size_t(d) * kKeyBlock + size_t(j)] = kr[d];
+      }
+      for (int j = nk; j < kKeyBlock; ++j)
+        for (int d = 0; d < dk; ++d) KT[size_t(d) * kKeyBlock + size_t(j)] = 0.f;
+      for (int r = 0; r < rows; ++r) {
+        const int qpos = start + q0 + r / nq;
+        const float* qr = q + size_t(q0 + r / nq) * q_stride + size_t(r % nq) * size_t(dk);
+        float acc[kKeyBlock] = {};
+        for (int d = 0; d < dk; ++d) {
+          const float qd = qr[d];
+          const float* kt = KT + size_t(d) * kKeyBlock;
+          for (int j = 0; j < kKeyBlock; ++j) acc[j] += qd * kt[j];
+        }
+        const int visible = std::min(nk, qpos - k0 + 1);  // causal: keys after the query are masked
+        float* sr = S + size_t(r) * kKeyBlock;
+        float mx = M[r];
+        for (int j = 0; j < visible; ++j) {
+          sr[j] = acc[j] * scale;
+          mx = std::max(mx, sr[j]);
+        }
+        if (visible <= 0) {
+          for (int j = 0; j < kKeyBlock; ++j) sr[j] = 0.f;
+          continue;
+        }
+        const float corr = exp_fast(M[r] - mx);
+        M[r] = mx;
+        float sum = 0.f;
+        for (int j = 0; j < visible; ++j) {
+          sr[j] = exp_fast(sr[j] - mx);
+          sum += sr[j];
+        }
+        for (int j = visible; j < kKeyBlock; ++j) sr[j] = 0.f;
+        Lsum[r] = Lsum[r] * corr + sum;
+        float* orow = O + size_t(r) * size_t(dv);
+        for (int d = 0; d < dv; ++d) orow[d] *= corr;
+      }
+      for (int j = 0; j < nk; ++j) {
+        const float* vr = kv.value(k0 + j);
+        for (int r = 0; r < rows; ++r) {
+          const float p = S[size_t(r) * kKeyBlock + size_t(j)];
+          if (p == 0.f) continue;
+          float* orow = O + size_t(r) * size_t(dv);
+          for (int d = 0; d < dv; ++d) orow[d] += p * vr[d];
+        }
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      const float inv = 1.f / Lsum[r];
+      float* dst = out + size_t(q0 + r / nq) * o_stride + size_t(r % nq) * size_t(dv);
+      const float* orow = O + size_t(r) * size_t(dv);
+      for (int d = 0; d < dv; ++d) dst[d] = orow[d] * inv;
+    }
+  }
+}
+
 void attention_reference(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
                          int n_ctx, float* out) {
   std::vector<double> s(static_cast<size_t>(n_ctx));

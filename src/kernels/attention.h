@@ -43,6 +43,18 @@ size_t attention_scratch_floats(int nq, int dv, int n_ctx);
 void attention_decode(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
                       int n_ctx, float* out, float* scratch);
 
+// Causal attention for a chunk of T consecutive query tokens of one sequence, at positions
+// [start, start + T), over the context [0, start + T): the prefill path. Tiles of queries (all
+// nq heads of a KV head together) meet 64-key blocks as two small matrix products with an
+// online softmax, instead of one pass over the context per query.
+// q: token t, head h at q + t * q_stride + h * dk; out: at out + t * o_stride + h * dv.
+// Queries [t0, t1) of the chunk are computed (so callers can split a chunk across threads).
+size_t attention_prefill_scratch_floats(int nq, int dk, int dv);
+void attention_prefill(const float* q, size_t q_stride, int t0, int t1, int start, int nq, int dk, int dv,
+                       float scale, const PagedKv& kv, float* out, size_t o_stride, float* scratch);
+// Query tokens per tile for nq heads: the unit callers split work by.
+int attention_prefill_tile(int nq);
+
 // The reference: one softmax over the whole context in double precision.
 void attention_reference(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
                          int n_ctx, float* out);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "model/attention_items.h"
 #include "model/layers.h"
 #include "model/parallel.h"
 
@@ -24,7 +25,7 @@ size_t GqaMixer::temp_floats(int n) const {
   return size_t(n) * size_t((nh_ + 2 * nkv_) * hd_ + nh_ * hd_) + 4 * 64;
 }
 size_t GqaMixer::scratch_floats(int max_ctx) const {
-  return attention_scratch_floats(nh_ / nkv_, hd_, max_ctx);
+  return std::max(attention_scratch_floats(nh_ / nkv_, hd_, max_ctx), attention_prefill_scratch_floats(nh_ / nkv_, hd_, hd_));
 }
 size_t GqaMixer::weight_bytes() const { return qkv_.bytes() + o_proj_.bytes(); }
 
@@ -62,14 +63,21 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
   });
   const int group = nh_ / nkv_;
   const float scale = 1.f / std::sqrt(float(hd_));
-  parallel_items(ctx.pool, N * nkv_, [&](int item, int thread) {
-    const int t = item / nkv_, g = item % nkv_;
-    const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
+  AttnItem* items = nullptr;
+  const int n_items = plan_attention(*ctx.batch, nkv_, group, arena, &items);
+  parallel_items(ctx.pool, n_items, [&](int i, int thread) {
+    const AttnItem& it = items[i];
+    const SeqChunk& sc = seqs[size_t(it.seq)];
+    const int g = it.group;
     PagedKv kv{kv_pool + size_t(g * hd_), kv_pool + kvw + size_t(g * hd_), block_stride, token_stride, block_size,
                sc.block_table};
-    attention_decode(QKV + size_t(t) * qkv_w + size_t(g * group * hd_), group, hd_, hd_, scale, kv,
-                     ctx.token_pos[t] + 1, O + size_t(t) * size_t(nh_ * hd_) + size_t(g * group * hd_),
-                     (*ctx.thread_scratch)[size_t(thread)].data());
+    const float* q = QKV + size_t(sc.token_offset) * qkv_w + size_t(g * group * hd_);
+    float* o = O + size_t(sc.token_offset) * size_t(nh_ * hd_) + size_t(g * group * hd_);
+    float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
+    if (sc.num_tokens == 1)
+      attention_decode(q, group, hd_, hd_, scale, kv, sc.start_pos + 1, o, scratch);
+    else
+      attention_prefill(q, qkv_w, it.t0, it.t1, sc.start_pos, group, hd_, hd_, scale, kv, o, size_t(nh_ * hd_), scratch);
   });
   matmul(O, size_t(nh_ * hd_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
 }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "model/attention_items.h"
 #include "model/layers.h"
 #include "model/parallel.h"
 
@@ -49,7 +50,9 @@ size_t MlaMixer::temp_floats(int n) const {
                       size_t(nh_ * L_) + size_t(nh_ * V_)) + 8 * 64;
 }
 
-size_t MlaMixer::scratch_floats(int max_ctx) const { return attention_scratch_floats(nh_, L_, max_ctx); }
+size_t MlaMixer::scratch_floats(int max_ctx) const {
+  return std::max(attention_scratch_floats(nh_, L_, max_ctx), attention_prefill_scratch_floats(nh_, L_ + R_, L_));
+}
 
 size_t MlaMixer::weight_bytes() const {
   size_t b = q_proj_.bytes() + kv_a_.bytes() + o_proj_.bytes() + kv_norm_.size() * 4;
@@ -81,29 +84,42 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     float* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * lat;
     std::memcpy(dst, row, lat * sizeof(float));
   });
-  // Items are (token, head group); groups split a token's heads only when tokens are too few
-  // to keep every thread busy.
+  // Absorbed queries: each head's q_nope mapped into latent space, q_pe appended.
+  parallel_items(ctx.pool, N * nh_, [&](int item, int) {
+    const int t = item / nh_, hh = item % nh_;
+    const float* qh = Q + size_t(t) * qw + size_t(hh * (nope_ + R_));
+    float* ql = QL + (size_t(t) * size_t(nh_) + size_t(hh)) * lat;
+    matmul(qh, size_t(nope_), k_absorb_[size_t(hh)], ql, lat, 1, nullptr);
+    std::memcpy(ql + L_, qh + nope_, size_t(R_) * sizeof(float));
+  });
+  // Attention: decode rows split their heads into groups when there are too few rows to keep
+  // every thread busy; prefill chunks split into query tiles with all heads together.
   const int threads = ctx.pool ? ctx.pool->size() : 1;
   const int groups = N >= 2 * threads ? 1 : std::min(nh_, threads);
   const int per_group = (nh_ + groups - 1) / groups;
-  parallel_items(ctx.pool, N * groups, [&](int item, int thread) {
-    const int t = item / groups, g = item % groups;
-    const int h0 = g * per_group, h1 = std::min(nh_, h0 + per_group);
-    if (h0 >= h1) return;
-    float* ql = QL + size_t(t) * size_t(nh_) * lat;
-    for (int hh = h0; hh < h1; ++hh) {
-      const float* qh = Q + size_t(t) * qw + size_t(hh * (nope_ + R_));
-      matmul(qh, size_t(nope_), k_absorb_[size_t(hh)], ql + size_t(hh) * lat, lat, 1, nullptr);
-      std::memcpy(ql + size_t(hh) * lat + size_t(L_), qh + nope_, size_t(R_) * sizeof(float));
-    }
-    const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
+  AttnItem* items = nullptr;
+  const int n_items = plan_attention(*ctx.batch, groups, nh_, arena, &items);
+  parallel_items(ctx.pool, n_items, [&](int i, int thread) {
+    const AttnItem& it = items[i];
+    const SeqChunk& sc = seqs[size_t(it.seq)];
     PagedKv kv{kv_pool, kv_pool, block_stride, lat, block_size, sc.block_table};
-    float* ol = OL + size_t(t) * size_t(nh_ * L_);
-    attention_decode(ql + size_t(h0) * lat, h1 - h0, L_ + R_, L_, scale_, kv, ctx.token_pos[t] + 1,
-                     ol + size_t(h0 * L_), (*ctx.thread_scratch)[size_t(thread)].data());
-    for (int hh = h0; hh < h1; ++hh)
-      matmul(ol + size_t(hh * L_), size_t(L_), v_up_[size_t(hh)], OV + size_t(t) * size_t(nh_ * V_) + size_t(hh * V_),
-             size_t(V_), 1, nullptr);
+    float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
+    const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
+    float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);
+    if (sc.num_tokens == 1) {
+      const int h0 = it.group * per_group, h1 = std::min(nh_, h0 + per_group);
+      if (h0 < h1)
+        attention_decode(ql + size_t(h0) * lat, h1 - h0, L_ + R_, L_, scale_, kv, sc.start_pos + 1, ol + size_t(h0 * L_), scratch);
+    } else if (it.group == 0) {  // prefill tiles carry all heads; other groups have nothing to do
+      attention_prefill(ql, size_t(nh_) * lat, it.t0, it.t1, sc.start_pos, nh_, L_ + R_, L_, scale_, kv, ol,
+                        size_t(nh_ * L_), scratch);
+    }
+  });
+  // Values: each head's latent output mapped out by its half of kv_b_proj.
+  parallel_items(ctx.pool, N * nh_, [&](int item, int) {
+    const int t = item / nh_, hh = item % nh_;
+    matmul(OL + size_t(t) * size_t(nh_ * L_) + size_t(hh * L_), size_t(L_), v_up_[size_t(hh)],
+           OV + size_t(t) * size_t(nh_ * V_) + size_t(hh * V_), size_t(V_), 1, nullptr);
   });
   matmul(OV, size_t(nh_ * V_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
 }

@@ -1,0 +1,36 @@
+// Splits a step's attention into independent items: a decode row is one item per KV head; a
+// prefill chunk is one item per (tile of queries, KV head). Items depend only on their own
+// sequence, so a sequence's result never depends on what it is batched with.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "core/arena.h"
+#include "kernels/attention.h"
+#include "model/model.h"
+
+namespace ds {
+
+struct AttnItem {
+  int32_t seq;    // index into batch.seqs
+  int32_t t0, t1; // query tokens of the chunk, relative to its first token
+  int32_t group;  // KV head (GQA) or head group (MLA)
+};
+
+// Returns the item count; items come from the arena.
+inline int plan_attention(const ForwardBatch& batch, int groups, int nq_per_group, Arena& arena, AttnItem** out) {
+  const int tile = attention_prefill_tile(nq_per_group);
+  int n = 0;
+  for (const SeqChunk& sc : batch.seqs) n += ((sc.num_tokens + tile - 1) / tile) * groups;
+  AttnItem* items = arena.alloc<AttnItem>(size_t(std::max(n, 1)));
+  int i = 0;
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const int T = batch.seqs[s].num_tokens;
+    for (int t0 = 0; t0 < T; t0 += tile)
+      for (int g = 0; g < groups; ++g) items[i++] = {int32_t(s), int32_t(t0), int32_t(std::min(T, t0 + tile)), int32_t(g)};
+  }
+  *out = items;
+  return n;
+}
+
+}  // namespace ds
