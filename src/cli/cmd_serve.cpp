@@ -60,8 +60,8 @@ int run_serve(const ServeArgs& a) {
                " tokens, more than the model's vocab_size " + std::to_string(model_vocab));
   Engine engine(std::move(model), a.engine);
   const EngineConfig& c = engine.config();
-  spdlog::info("engine: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, {} KV blocks of {} tokens",
-               c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, c.num_kv_blocks, c.block_size);
+  spdlog::info("engine: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, {} KV blocks of {} tokens ({:.3f} GiB)",
+               c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, c.num_kv_blocks, c.block_size, c.kv_pool_gb);
 
   server::ServerOptions o;
   o.host = a.host;
@@ -109,7 +109,9 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-model-len", a->engine.max_model_len,
                   "Prompt plus generated tokens per sequence (default: the model's limit, or 8192)");
-  cmd->add_option("--kv-pool-gb", a->engine.kv_pool_gb, "KV block pool size in GiB")->capture_default_str();
+  cmd->add_option("--kv-pool-gb", a->engine.kv_pool_gb,
+                  "KV block pool size in GiB (0: enough for max-num-seqs full-length sequences, at most 4)")
+      ->capture_default_str();
   cmd->add_option("--threads", a->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
   cmd->add_option("--max-waiting", a->engine.max_waiting, "Queued requests before 503 + Retry-After")

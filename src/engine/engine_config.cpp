@@ -1,6 +1,8 @@
 #include "engine/engine_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "core/error.h"
@@ -8,6 +10,11 @@
 namespace ds {
 
 namespace {
+std::string num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
 std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", bytes / double(1ull << 30));
@@ -45,9 +52,15 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
 
   const int need_blocks = (c->max_model_len + c->block_size - 1) / c->block_size;
   if (c->num_kv_blocks == 0) {
-    if (!(c->kv_pool_gb > 0) || !std::isfinite(c->kv_pool_gb))
-      fail("--kv-pool-gb must be a positive number, got " + std::to_string(c->kv_pool_gb));
+    if (!(c->kv_pool_gb >= 0) || !std::isfinite(c->kv_pool_gb))
+      fail("--kv-pool-gb must be a positive number (or 0 for auto), got " + num(c->kv_pool_gb));
     const size_t per_block = model.kv_bytes_per_block(c->block_size);
+    if (c->kv_pool_gb == 0 && per_block > 0) {
+      // Without prefix caching a pool never holds more than max_num_seqs full sequences, so
+      // that is all auto takes; a larger pool is a deliberate --kv-pool-gb.
+      const double want = double(need_blocks) * double(c->max_num_seqs) * double(per_block);
+      c->kv_pool_gb = std::min(want, kAutoPoolCapGb * double(1ull << 30)) / double(1ull << 30);
+    }
     if (per_block == 0) {
       // No attention layers: blocks cost nothing, so give every slot a full-length table.
       c->num_kv_blocks = need_blocks * c->max_num_seqs;
@@ -55,7 +68,7 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
       const double pool_bytes = c->kv_pool_gb * double(1ull << 30);
       const double blocks = std::floor(pool_bytes / double(per_block));
       if (blocks < need_blocks)
-        fail("--kv-pool-gb " + std::to_string(c->kv_pool_gb) + " holds " +
+        fail("--kv-pool-gb " + num(c->kv_pool_gb) + " holds " +
              std::to_string(int64_t(blocks)) + " KV blocks of " + std::to_string(c->block_size) +
              " tokens (" + std::to_string(per_block) + " bytes each), but one --max-model-len " +
              std::to_string(c->max_model_len) + " sequence needs " + std::to_string(need_blocks) +

@@ -8,11 +8,14 @@
 
 namespace ds {
 
+inline constexpr double kAutoPoolCapGb = 4.0;
+
 struct EngineConfig {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;
   int max_model_len = 0;       // 0: the model's max_position_embeddings, or 8192 when unbounded
-  double kv_pool_gb = 2.0;
+  // 0: auto, enough blocks for max_num_seqs full-length sequences, capped at kAutoPoolCapGb.
+  double kv_pool_gb = 0;
   int threads = 0;             // 0: all available cores
   int max_waiting = 256;       // requests queued beyond this get 503 + Retry-After
   int block_size = 64;

@@ -249,7 +249,7 @@ TEST(EngineConfig, RefusesInconsistentSettingsWithOneLine) {
   c = small_config();
   c.num_kv_blocks = 0;
   c.kv_pool_gb = -1;
-  refuse(c, "--kv-pool-gb must be a positive number");
+  refuse(c, "--kv-pool-gb must be a positive number (or 0 for auto), got -1");
   c = small_config();
   c.max_model_len = 1;
   refuse(c, "--max-model-len must be at least 2");

@@ -1,0 +1,306 @@
+// `deltaserve serve` as a process, on a real (tiny, random-weight) model written by
+// `deltaserve make-model`: start-up validation, batch invariance with the real forward, SIGTERM
+// drain, and a bounded 64-client load. Skips when the CLI or make-model is not available.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "server_harness.h"
+
+namespace ds {
+namespace {
+
+using namespace testing;
+namespace fs = std::filesystem;
+
+std::string run_capture(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) {
+    *status = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+// A tiny-hybrid model directory made once per test binary, or "" when it cannot be made.
+const std::string& tiny_model() {
+  static const std::string dir = []() -> std::string {
+    if (!fs::exists(DS_CLI)) return "";
+    std::string d = (fs::temp_directory_path() / ("ds_cli_serve_" + std::to_string(getpid()))).string();
+    int st = 0;
+    std::string out = run_capture(std::string(DS_CLI) + " make-model --preset tiny-hybrid --seed 1 --out " + d, &st);
+    if (st != 0) {
+      std::fprintf(stderr, "make-model failed: %s\n", out.c_str());
+      return "";
+    }
+    return d;
+  }();
+  return dir;
+}
+
+int free_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  ::close(s);
+  return port;
+}
+
+class ServeProcess {
+ public:
+  ServeProcess(const std::vector<std::string>& extra) : port_(free_port()) {
+    log_ = (fs::temp_directory_path() / ("ds_serve_" + std::to_string(getpid()) + "_" + std::to_string(port_) + ".log")).string();
+    std::vector<std::string> args = {DS_CLI, "serve", "--model", tiny_model(), "--served-model-name", "tiny",
+                                     "--port", std::to_string(port_)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_.c_str(), "w");
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool wait_healthy(int seconds = 120) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      if (http_call(port_, "GET", "/health").status == 200) return true;
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_ = true;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  // Exit status after a signal, or -1 when it did not exit in time.
+  int wait_exit(int seconds) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+  long rss_kb() const {
+    std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    return -1;
+  }
+  std::string log() const {
+    std::ifstream f(log_);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  std::string log_;
+};
+
+#define REQUIRE_TINY_MODEL()                                                           \
+  do {                                                                                 \
+    if (tiny_model().empty()) GTEST_SKIP() << "deltaserve or make-model unavailable"; \
+  } while (0)
+
+json completion(const std::vector<int>& prompt, int n) {
+  return {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"ignore_eos", true}};
+}
+
+TEST(CliServe, RefusesInconsistentSettingsWithOneLine) {
+  REQUIRE_TINY_MODEL();
+  struct Case {
+    std::string flags, want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--max-num-seqs 8 --max-num-batched-tokens 4", "--max-num-batched-tokens 4 is smaller than --max-num-seqs 8"},
+           {"--kv-pool-gb 0.0000001 --max-model-len 4096", "--kv-pool-gb"},
+           {"--max-num-seqs 0", "--max-num-seqs must be at least 1"},
+           {"--port 70000", "--port must be in [0, 65535]"}}) {
+    int st = 0;
+    std::string out = run_capture(std::string(DS_CLI) + " serve --model " + tiny_model() + " " + c.flags, &st);
+    EXPECT_NE(st, 0) << c.flags;
+    EXPECT_NE(out.find(c.want), std::string::npos) << c.flags << ": " << out;
+    const size_t at = out.find(c.want);
+    if (at != std::string::npos) {  // the message is one line
+      const size_t bol = out.rfind('\n', at), eol = out.find('\n', at);
+      EXPECT_LT(eol - (bol == std::string::npos ? 0 : bol), 600u) << out;
+    }
+  }
+}
+
+TEST(CliServe, SixteenConcurrentGreedyStreamsEqualEachAloneOnTheRealModel) {
+  REQUIRE_TINY_MODEL();
+  ServeProcess p({"--max-num-seqs", "16", "--max-num-batched-tokens", "512", "--threads", "2"});
+  ASSERT_TRUE(p.wait_healthy()) << p.log();
+  const int n = 16, len = 24;
+  auto prompt = [](int i) {
+    std::vector<int> v;
+    for (int k = 0; k < 20 + 13 * i % 40; ++k) v.push_back(1 + (i * 7919 + k * 104729) % 200);
+    return v;
+  };
+  std::vector<std::string> alone(n);
+  for (int i = 0; i < n; ++i) {
+    auto r = stream(p.port(), "/v1/completions", completion(prompt(i), len));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    alone[size_t(i)] = r.content;
+  }
+  std::vector<std::future<SseResult>> fs;
+  for (int i = 0; i < n; ++i)
+    fs.push_back(std::async(std::launch::async, [&, i] { return stream(p.port(), "/v1/completions", completion(prompt(i), len)); }));
+  for (int i = 0; i < n; ++i) {
+    auto r = fs[size_t(i)].get();
+    EXPECT_EQ(r.finish_reason, "length");
+    EXPECT_EQ(r.content, alone[size_t(i)]) << "stream " << i;
+  }
+  // The step histogram shows the streams really shared steps.
+  auto m = http_call(p.port(), "GET", "/metrics");
+  EXPECT_NE(m.raw.find("deltaserve:step_sequences_bucket"), std::string::npos);
+}
+
+TEST(CliServe, PreemptionUnderASmallPoolKeepsGreedyOutputs) {
+  REQUIRE_TINY_MODEL();
+  // 10 blocks of 64 tokens: two or three of these sequences at a time, so decode growth
+  // preempts the newest, which is recomputed from prompt + generated tokens.
+  ServeProcess p({"--max-num-seqs", "8", "--max-num-batched-tokens", "256", "--max-model-len", "256",
+                  "--kv-pool-gb", "0.0001", "--threads", "2"});
+  ASSERT_TRUE(p.wait_healthy()) << p.log();
+  auto prompt = [](int i) {
+    std::vector<int> v;
+    for (int k = 0; k < 40 + 9 * i; ++k) v.push_back(1 + (i * 31 + k * 17) % 300);
+    return v;
+  };
+  const int n = 8, len = 100;
+  std::vector<std::string> alone(n);
+  for (int i = 0; i < n; ++i) alone[size_t(i)] = stream(p.port(), "/v1/completions", completion(prompt(i), len)).content;
+  std::vector<std::future<SseResult>> fs;
+  for (int i = 0; i < n; ++i)
+    fs.push_back(std::async(std::launch::async, [&, i] { return stream(p.port(), "/v1/completions", completion(prompt(i), len)); }));
+  for (int i = 0; i < n; ++i) {
+    auto r = fs[size_t(i)].get();
+    EXPECT_EQ(r.finish_reason, "length");
+    EXPECT_EQ(r.content, alone[size_t(i)]) << "stream " << i;
+  }
+  auto m = http_call(p.port(), "GET", "/metrics");
+  EXPECT_EQ(m.raw.find("deltaserve:num_preemptions_total 0\n"), std::string::npos) << "expected preemptions";
+  EXPECT_NE(m.raw.find("deltaserve:kv_pool_usage_perc 0\n"), std::string::npos);
+}
+
+TEST(CliServe, SigtermDrainsInFlightRequestsAndExitsZero) {
+  REQUIRE_TINY_MODEL();
+  ServeProcess p({"--threads", "2", "--shutdown-grace-s", "60"});
+  ASSERT_TRUE(p.wait_healthy()) << p.log();
+  std::vector<std::future<SseResult>> fs;
+  for (int i = 0; i < 4; ++i)
+    fs.push_back(std::async(std::launch::async, [&, i] {
+      return stream(p.port(), "/v1/completions", completion({1, 2, 3, 4 + i}, 48));
+    }));
+  // Wait until all four are in the engine, then signal.
+  for (int i = 0; i < 400; ++i) {
+    auto m = http_call(p.port(), "GET", "/metrics");
+    if (m.raw.find("deltaserve:generation_tokens_total 0\n") == std::string::npos &&
+        m.raw.find("deltaserve:num_requests_running 4") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(kill(p.pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto late = post(p.port(), "/v1/completions", completion({1, 2}, 2));
+  EXPECT_TRUE(late.status == 503 || late.status == 0) << late.status;  // refused, or listener gone
+  for (auto& f : fs) {
+    auto r = f.get();
+    EXPECT_EQ(r.finish_reason, "length") << r.raw.substr(0, 300);
+    EXPECT_TRUE(r.done);
+  }
+  EXPECT_EQ(p.wait_exit(90), 0) << p.log();
+}
+
+TEST(CliServe, SixtyFourStreamingClientsOnTheRealModel) {
+  REQUIRE_TINY_MODEL();
+  ServeProcess p({"--max-num-seqs", "64", "--max-num-batched-tokens", "1024", "--threads", "2"});
+  ASSERT_TRUE(p.wait_healthy()) << p.log();
+  int seconds = 10;
+  if (const char* full = std::getenv("DS_LOAD_FULL"); full && std::string(full) == "1") seconds = 60;
+  if (const char* s = std::getenv("DS_LOAD_SECONDS")) seconds = std::max(1, std::atoi(s));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<int> requests{0}, failures{0};
+  std::atomic<long> tokens{0};
+  std::mutex mu;
+  std::string first_failure;
+  long peak_rss = 0;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 64; ++t)
+    clients.emplace_back([&, t] {
+      for (int k = 0; std::chrono::steady_clock::now() < deadline; ++k) {
+        const int n = 4 + (t + k) % 13;
+        json body = {{"model", "tiny"},
+                     {"messages", json::array({{{"role", "user"}, {"content", "client " + std::to_string(t) + " turn " + std::to_string(k)}}})},
+                     {"max_tokens", n}, {"temperature", 0.7}, {"seed", t * 1000 + k}, {"ignore_eos", true},
+                     {"stream_options", {{"include_usage", true}}}};
+        auto r = stream(p.port(), "/v1/chat/completions", body);
+        ++requests;
+        if (r.status == 200 && r.done && r.finish_reason == "length" && !r.usage.is_null() && r.usage["completion_tokens"] == n) {
+          tokens += n;
+        } else {
+          ++failures;
+          std::lock_guard<std::mutex> lock(mu);
+          if (first_failure.empty()) first_failure = std::to_string(r.status) + " " + r.error + " " + r.raw.substr(0, 300);
+        }
+      }
+    });
+  while (std::chrono::steady_clock::now() < deadline) {
+    peak_rss = std::max(peak_rss, p.rss_kb());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (auto& c : clients) c.join();
+  std::printf("load (tiny-hybrid, deltaserve process): %d s, 64 clients, %d requests, %ld tokens (%.1f tok/s), "
+              "%d failures, server RSS peak %ld MiB, now %ld MiB\n",
+              seconds, requests.load(), tokens.load(), double(tokens.load()) / seconds, failures.load(),
+              peak_rss / 1024, p.rss_kb() / 1024);
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  auto m = http_call(p.port(), "GET", "/metrics");
+  EXPECT_NE(m.raw.find("deltaserve:num_requests_running 0"), std::string::npos);
+  ASSERT_EQ(kill(p.pid(), SIGTERM), 0);
+  EXPECT_EQ(p.wait_exit(60), 0) << p.log();
+}
+
+}  // namespace
+}  // namespace ds
