@@ -161,13 +161,27 @@ DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, 
         float* orow = O + size_t(r) * size_t(dv);
         for (int d = 0; d < dv; ++d) orow[d] *= corr;
       }
-      for (int j = 0; j < nk; ++j) {
-        const float* vr = kv.value(k0 + j);
-        for (int r = 0; r < rows; ++r) {
-          const float p = S[size_t(r) * kKeyBlock + size_t(j)];
-          if (p == 0.f) continue;
-          float* orow = O + size_t(r) * size_t(dv);
-          for (int d = 0; d < dv; ++d) orow[d] += p * vr[d];
+      // O += P V with each output row held in registers across the block's keys (64 values of
+      // the row at a time); the block's values stay in L1 across rows.
+      const float* vrows[kKeyBlock];
+      for (int j = 0; j < nk; ++j) vrows[j] = kv.value(k0 + j);
+      for (int r = 0; r < rows; ++r) {
+        const float* pr = S + size_t(r) * kKeyBlock;
+        float* orow = O + size_t(r) * size_t(dv);
+        for (int d0 = 0; d0 < dv; d0 += 64) {
+          const int dn = std::min(64, dv - d0);
+          float acc[64];
+          for (int d = 0; d < 64; ++d) acc[d] = d < dn ? orow[d0 + d] : 0.f;
+          for (int j = 0; j < nk; ++j) {
+            const float p = pr[j];
+            const float* vr = vrows[j] + d0;
+            if (dn == 64) {
+              for (int d = 0; d < 64; ++d) acc[d] += p * vr[d];
+            } else {
+              for (int d = 0; d < dn; ++d) acc[d] += p * vr[d];
+            }
+          }
+          for (int d = 0; d < dn; ++d) orow[d0 + d] = acc[d];
         }
       }
     }
