@@ -143,11 +143,18 @@ TEST(BenchAgainstStub, MetricsMatchTheStreamedTiming) {
     EXPECT_EQ(m["requests"]["warmup"], conc);
     EXPECT_EQ(m["requests"]["output_length_mismatch"], 0);
     const json& lat = m["latency_s"];
-    EXPECT_NEAR(lat["ttft"]["mean"].get<double>(), kTtft, 0.06);
-    EXPECT_NEAR(lat["ttft"]["p50"].get<double>(), kTtft, 0.06);
-    EXPECT_NEAR(lat["itl"]["mean"].get<double>(), kItl, 0.02);
-    EXPECT_NEAR(lat["itl"]["p50"].get<double>(), kItl, 0.02);
-    EXPECT_NEAR(lat["tpot"]["mean"].get<double>(), kItl, 0.02);
+    // The stub sleeps its delays, so a measured gap can never be shorter than the delay (minus
+    // clock granularity); on a loaded machine a sleep may overshoot, so the upper bounds are
+    // looser. The arithmetic itself is held exact in metrics_test.cpp.
+    auto expect_delay = [](double got, double want, double over) {
+      EXPECT_GE(got, want - 0.003);
+      EXPECT_LE(got, want + over);
+    };
+    expect_delay(lat["ttft"]["mean"].get<double>(), kTtft, 0.15);
+    expect_delay(lat["ttft"]["p50"].get<double>(), kTtft, 0.15);
+    expect_delay(lat["itl"]["mean"].get<double>(), kItl, 0.06);
+    expect_delay(lat["itl"]["p50"].get<double>(), kItl, 0.06);
+    expect_delay(lat["tpot"]["mean"].get<double>(), kItl, 0.06);
     EXPECT_NEAR(m["interactivity_tok_s"]["p50"].get<double>(), 1 / lat["itl"]["p50"].get<double>(), 1e-9);
     const double out_tok_s = m["throughput"]["output_tok_s"].get<double>();
     EXPECT_NEAR(m["throughput"]["output_tok_s_per_rank"].get<double>(), out_tok_s / 2, 1e-9);
@@ -170,7 +177,8 @@ TEST(BenchAgainstStub, MetricsMatchTheStreamedTiming) {
       EXPECT_EQ(q["prompt_tokens"], q["input_tokens"]);
       EXPECT_EQ(q["completion_tokens"], q["max_tokens"]);
       const double expect_e2e = kTtft + kItl * (q["max_tokens"].get<double>() - 1);
-      EXPECT_NEAR(q["e2e_s"].get<double>(), expect_e2e, 0.15);
+      EXPECT_GE(q["e2e_s"].get<double>(), expect_e2e - 0.005);
+      EXPECT_LE(q["e2e_s"].get<double>(), expect_e2e + 0.4);
     }
     EXPECT_EQ(lines, 6 + conc);
   }
