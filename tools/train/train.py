@@ -108,6 +108,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--bench", type=int, default=0, help="time N steps and exit")
+    ap.add_argument("--exit-after-minutes", type=float, default=0,
+                    help="checkpoint and exit with status 3 after this much wall time (the caller "
+                         "restarts with --resume; bounds allocator growth, see README)")
     a = ap.parse_args()
     os.makedirs(a.ckpt_dir, exist_ok=True)
 
@@ -145,6 +148,7 @@ def main():
     last_ckpt = time.time()
     t_start = time.time() - elapsed
     log_every = 10
+    proc_start = time.time()
     t_log = time.time()
     while True:
         elapsed = time.time() - t_start
@@ -186,6 +190,10 @@ def main():
         if step % 100 == 0:
             ev = evaluate([target, draft], held, a.seq)
             print(f"eval step {step} heldout_loss target {ev[0]:.4f} draft {ev[1]:.4f}", flush=True)
+        if a.exit_after_minutes and time.time() - proc_start > a.exit_after_minutes * 60:
+            save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a)
+            print("exiting for restart", flush=True)
+            sys.exit(3)
         if time.time() - last_ckpt > a.ckpt_minutes * 60:
             save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a)
             last_ckpt = time.time()

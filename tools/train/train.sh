@@ -22,7 +22,7 @@ t0=$(date +%s)
 $PY tools/train/data.py split --root /usr/lib/python3.11 --out-dir "$WORK" --recipe "$WORK/corpus.json"
 $PY tools/train/bpe.py train --files-from "$WORK/train_files.txt" --vocab-size 4096 --out "$WORK/tokenizer.json"
 $PY tools/train/data.py encode --tokenizer "$WORK/tokenizer.json" --out-dir "$WORK"
-$PY tools/train/train.py --data "$WORK" --ckpt-dir "$WORK/ckpt" --minutes "$MINUTES" --resume 2>&1 | tee "$WORK/train.log"
+tools/train/run_training.sh "$WORK" "$MINUTES" 2>&1 | tee "$WORK/train.log"
 $PY tools/train/export.py --ckpt "$WORK/ckpt/latest.pt" --data "$WORK" --tokenizer "$WORK/tokenizer.json" --out-root models
 for m in deltacoder deltacoder-draft; do
   $PY tools/reference/make_golden.py --model "models/$m" --out "tests/data/golden/$m.json"
