@@ -27,7 +27,7 @@ TEST_P(GoldenLogits, PrefillAndGreedyDecodeMatchReference) {
   std::ifstream f(root + "/tests/data/golden/" + name + ".json");
   ASSERT_TRUE(f) << "missing golden file for " << name;
   const nlohmann::json g = nlohmann::json::parse(f);
-  Runner r(root + "/tests/data/models/" + name, 2, 256, 2, 8);
+  Runner r(root + "/" + g["model_dir"].get<std::string>(), 2, 256, 2, 8);
   ASSERT_EQ(r.vocab, g["vocab_size"].get<int>());
   float worst = 0.f;
   for (const auto& p : g["prompts"]) {
@@ -68,7 +68,9 @@ TEST_P(GoldenLogits, PrefillAndGreedyDecodeMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, GoldenLogits,
                          ::testing::Values(GoldenCase{"tiny-hybrid-f32", 1e-4f}, GoldenCase{"tiny-hybrid-bf16", 1e-4f},
-                                           GoldenCase{"tiny-llama-f32", 1e-4f}),
+                                           GoldenCase{"tiny-llama-f32", 1e-4f},
+                                           // The bundled trained models (bf16): larger logits, same f32 arithmetic.
+                                           GoldenCase{"deltacoder", 1e-4f}, GoldenCase{"deltacoder-draft", 1e-4f}),
                          [](const auto& info) {
                            std::string n = info.param.name;
                            for (auto& c : n)
