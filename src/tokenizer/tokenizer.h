@@ -50,9 +50,9 @@ class Tokenizer {
   std::optional<int32_t> token_id(std::string_view token) const;
   bool is_special(int32_t id) const;
 
-  struct Data;  // the loaded tables; defined in tokenizer.cpp
-
  private:
+  struct Data;  // the loaded tables, in tokenizer_data.h
+
   explicit Tokenizer(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
   void check_id(int32_t id) const;
 
