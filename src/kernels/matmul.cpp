@@ -89,7 +89,10 @@ void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t 
                  : isa == Isa::Avx2 ? &detail::matmul_panels_avx2
                                     : &detail::matmul_panels_scalar;
   const int panels = w.n_pad / 16;
-  if (!pool || pool->size() == 1) {
+  // Below about a million multiply-adds (~50 us on one core) waking a second thread costs more
+  // than it saves, and on a busy machine a descheduled worker can stall the whole step.
+  constexpr double kParallelMinMacs = 1 << 20;
+  if (!pool || pool->size() == 1 || double(m) * double(w.n) * double(w.k) < kParallelMinMacs) {
     kernel(x, ldx, w, y, ldy, m, 0, panels, accumulate);
     return;
   }

@@ -53,7 +53,7 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
   float* O = arena.alloc<float>(size_t(N) * size_t(nh_ * hd_));
   matmul(h, size_t(hidden_), qkv_, QKV, qkv_w, N, ctx.pool);
   const auto& seqs = ctx.batch->seqs;
-  parallel_items(ctx.pool, N, [&](int t, int) {
+  parallel_rows(ctx.pool, N, (nh_ + nkv_) * hd_, [&](int t, int) {
     float* row = QKV + size_t(t) * qkv_w;
     const int pos = ctx.token_pos[t];
     for (int hh = 0; hh < nh_ + nkv_; ++hh) rope(row + size_t(hh * hd_), hd_, pos, inv_freq_.data());

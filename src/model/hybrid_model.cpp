@@ -191,14 +191,14 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     }
   }
   StepContext ctx{&batch, N, tok_seq, tok_pos, pool_.get(), &arena_, &thread_scratch_};
-  parallel_items(pool_.get(), N, [&](int t, int) {
+  parallel_rows(pool_.get(), N, H, [&](int t, int) {
     row_to_f32(embed_.data(), embed_dtype_, size_t(batch.tokens[size_t(t)]), H, x + size_t(t) * size_t(H));
   });
   // Each attention layer owns a contiguous region [num_kv_blocks][block_size][row] of the pool.
   const size_t layer_scale = size_t(limits_.block_size) * size_t(limits_.num_kv_blocks);
   for (const Layer& L : layers_) {
     const size_t mark = arena_.mark();
-    parallel_items(pool_.get(), N, [&](int t, int) {
+    parallel_rows(pool_.get(), N, H, [&](int t, int) {
       rmsnorm(x + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
     });
     if (L.kda) {
@@ -209,7 +209,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       L.gqa->forward(ctx, h, x, kv_pool_.data() + L.kv_offset * layer_scale, limits_.block_size);
     }
     arena_.rewind(mark);
-    parallel_items(pool_.get(), N, [&](int t, int) {
+    parallel_rows(pool_.get(), N, H, [&](int t, int) {
       rmsnorm(x + size_t(t) * size_t(H), L.post_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
     });
     if (L.moe) L.moe->forward(ctx, h, x);

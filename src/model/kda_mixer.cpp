@@ -82,10 +82,10 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     if (sc.start_pos == 0) std::memset(st, 0, state_floats() * sizeof(float));
     causal_conv_silu(P + size_t(sc.token_offset) * Wp, Wp, sc.num_tokens, 3 * HD, conv_w_.data(), K_,
                      st + rec_floats);
-  });
+  }, double(K_) * 3 * HD * double(N) / double(seqs.size()));
   // Per token: normalise q and k per head, gates, beta.
   const float q_scale = 1.f / std::sqrt(float(D_));
-  parallel_items(ctx.pool, N, [&](int t, int) {
+  parallel_rows(ctx.pool, N, 4 * HD, [&](int t, int) {
     float* row = P + size_t(t) * Wp;
     for (int hh = 0; hh < H_; ++hh) {
       l2norm_scale(row + size_t(hh * D_), D_, 1e-6f, q_scale);
@@ -111,9 +111,9 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
       kda_chunked(S, D_, D_, sc.num_tokens, io, (*ctx.thread_scratch)[size_t(thread)].data());
     else
       kda_recurrent(S, D_, D_, sc.num_tokens, io);
-  });
+  }, 4.0 * D_ * D_ * double(N) / double(seqs.size()));
   // Gated output norm per head.
-  parallel_items(ctx.pool, N, [&](int t, int) {
+  parallel_rows(ctx.pool, N, 4 * HD, [&](int t, int) {
     for (int hh = 0; hh < H_; ++hh) {
       float* o = O + size_t(t) * size_t(HD) + size_t(hh * D_);
       const float* gt = Gate + size_t(t) * size_t(HD) + size_t(hh * D_);

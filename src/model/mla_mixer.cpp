@@ -76,7 +76,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
   const auto& seqs = ctx.batch->seqs;
   const size_t block_stride = size_t(block_size) * lat;
   // Normalise c and write every token's latent row into the cache before any attention reads it.
-  parallel_items(ctx.pool, N, [&](int t, int) {
+  parallel_rows(ctx.pool, N, int(lat) * 2, [&](int t, int) {
     float* row = KVA + size_t(t) * lat;
     rmsnorm(row, kv_norm_.data(), eps_, row, L_);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
@@ -91,7 +91,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     float* ql = QL + (size_t(t) * size_t(nh_) + size_t(hh)) * lat;
     matmul(qh, size_t(nope_), k_absorb_[size_t(hh)], ql, lat, 1, nullptr);
     std::memcpy(ql + L_, qh + nope_, size_t(R_) * sizeof(float));
-  });
+  }, double(nope_) * L_);
   // Attention: decode rows split their heads into groups when there are too few rows to keep
   // every thread busy; prefill chunks split into query tiles with all heads together.
   const int threads = ctx.pool ? ctx.pool->size() : 1;
@@ -120,7 +120,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     const int t = item / nh_, hh = item % nh_;
     matmul(OL + size_t(t) * size_t(nh_ * L_) + size_t(hh * L_), size_t(L_), v_up_[size_t(hh)],
            OV + size_t(t) * size_t(nh_ * V_) + size_t(hh * V_), size_t(V_), 1, nullptr);
-  });
+  }, double(L_) * V_);
   matmul(OV, size_t(nh_ * V_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
 }
 

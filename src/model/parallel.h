@@ -2,15 +2,20 @@
 // (a 2048-token prefill beside decode rows) balance across threads by taking the next one.
 #pragma once
 #include <atomic>
+#include <utility>
 
 #include "core/thread_pool.h"
 
 namespace ds {
 
+// Items whose total work (count x work_per_item, in rough multiply-adds) is below this run on
+// the calling thread: a fork-join costs microseconds, more on a busy machine.
+constexpr double kParallelMinWork = 1 << 18;
+
 template <class F>
-void parallel_items(ThreadPool* pool, int count, F&& fn) {
+void parallel_items(ThreadPool* pool, int count, F&& fn, double work_per_item = kParallelMinWork) {
   if (count <= 0) return;
-  if (!pool || pool->size() == 1 || count == 1) {
+  if (!pool || pool->size() == 1 || count == 1 || double(count) * work_per_item < kParallelMinWork) {
     for (int i = 0; i < count; ++i) fn(i, 0);
     return;
   }
@@ -20,6 +25,12 @@ void parallel_items(ThreadPool* pool, int count, F&& fn) {
          i = next.fetch_add(1, std::memory_order_relaxed))
       fn(i, thread);
   });
+}
+
+// Per-token loops: `width` multiply-adds per token.
+template <class F>
+void parallel_rows(ThreadPool* pool, int rows, int width, F&& fn) {
+  parallel_items(pool, rows, std::forward<F>(fn), double(width));
 }
 
 }  // namespace ds
