@@ -84,7 +84,10 @@ void Engine::stop() {
 EngineSnapshot Engine::snapshot() const {
   EngineSnapshot s;
   s.running = snap_running_.load();
-  s.waiting = waiting_.load();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.waiting = waiting_.load() + int(incoming_.size());
+  }
   s.kv_blocks_used = snap_kv_used_.load();
   s.kv_blocks_total = cfg_.num_kv_blocks;
   s.steps = steps_.load();
@@ -102,7 +105,7 @@ void Engine::loop() {
         cv_.wait_for(lock, std::chrono::milliseconds(50),
                      [&] { return !incoming_.empty() || stop_.load() || cancel_all_.load(); });
       arrived.swap(incoming_);
-      // Still counted as waiting until the scheduler says otherwise below.
+      // Leaving incoming_ under the lock and counted here, so submit() never misses them.
       waiting_.store(scheduler_->num_waiting() + int(arrived.size()));
     }
     if (stop_.load()) {
@@ -173,15 +176,12 @@ void Engine::step() {
 
   const StepPlan& plan = scheduler_->schedule();
   if (plan.num_preempted) metrics_.preemptions->Increment(plan.num_preempted);
-  waiting_.store(scheduler_->num_waiting() + [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return int(incoming_.size());
-  }());
+  waiting_.store(scheduler_->num_waiting());
   auto publish = [&] {
     snap_running_.store(scheduler_->num_running());
     snap_kv_used_.store(pool_->num_used());
     metrics_.requests_running->Set(scheduler_->num_running());
-    metrics_.requests_waiting->Set(waiting_.load());
+    metrics_.requests_waiting->Set(snapshot().waiting);
     metrics_.kv_pool_usage->Set(pool_->usage());
   };
   if (plan.empty()) {
@@ -195,6 +195,7 @@ void Engine::step() {
       metrics_.prompt_tokens->Increment(s->num_prompt);
   }
 
+  const auto t_start = Clock::now();
   ForwardBatch batch{std::span<const int32_t>(plan.tokens),
                      std::span<const SeqChunk>(plan.chunks)};
   model_->forward(batch, logits_.data());
@@ -251,6 +252,7 @@ void Engine::step() {
       reason = FinishReason::Length;
     if (reason != FinishReason::None) finish(scheduler_->finish(s), reason);
   }
+  metrics_.step_seconds->Observe(std::chrono::duration<double>(Clock::now() - t_start).count());
   publish();
 }
 

@@ -86,10 +86,12 @@ class Engine {
   int vocab_ = 0;
 
   // Submission queue: HTTP threads push, the engine thread drains each step.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Sequence>> incoming_;
-  std::atomic<int> waiting_{0};  // incoming + scheduler's waiting (bounded by max_waiting)
+  // The scheduler's waiting queue as of its last step; submit() adds incoming_ to it and
+  // refuses at max_waiting.
+  std::atomic<int> waiting_{0};
   std::atomic<int> in_flight_{0};
   std::atomic<bool> closed_{false};
   std::atomic<bool> stop_{false};

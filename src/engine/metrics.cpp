@@ -32,6 +32,12 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                         .Help("Sequences in one forward step")
                         .Register(r)
                         .Add({}, Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256});
+  step_seconds = &BuildHistogram()
+                      .Name("deltaserve:step_duration_seconds")
+                      .Help("Wall time of one engine step: schedule, forward, sample, stream")
+                      .Register(r)
+                      .Add({}, Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                           0.25, 0.5, 1, 2.5, 5, 10});
   prompt_tokens = &BuildCounter()
                        .Name("deltaserve:prompt_tokens_total")
                        .Help("Prompt tokens of admitted requests (counted once per request)")

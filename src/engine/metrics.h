@@ -30,6 +30,7 @@ class EngineMetrics {
   prometheus::Gauge* kv_pool_usage;
   prometheus::Histogram* step_rows;       // tokens fed in one forward step
   prometheus::Histogram* step_sequences;  // sequences in one forward step
+  prometheus::Histogram* step_seconds;    // wall time of one step (schedule, forward, sample)
   prometheus::Counter* prompt_tokens;
   prometheus::Counter* generation_tokens;
   prometheus::Histogram* ttft;  // seconds from arrival to first token

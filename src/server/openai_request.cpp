@@ -11,6 +11,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr int kMaxJsonDepth = 32;
+
 std::string type_name(const json& v) {
   switch (v.type()) {
     case json::value_t::null: return "null";
@@ -164,8 +166,14 @@ std::string content_text(const json& c, const std::string& where) {
 json parse_json_body(const std::string& body) {
   json j;
   try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
+    // No OpenAI request nests deeper than a few levels; refusing deep nesting early keeps a
+    // hostile body from costing memory and time.
+    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth)
+        throw invalid_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      return true;
+    });
+  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
     throw invalid_request(std::string("the request body is not valid JSON: ") + e.what());
   }
   if (!j.is_object())

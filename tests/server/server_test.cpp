@@ -412,3 +412,51 @@ TEST(Server, TokenizeDetokenizeMetrics) {
 }  // namespace
 }  // namespace ds
 
+
+namespace ds {
+namespace {
+
+// Hostile and malformed bodies get a 4xx error object and leave the server serving.
+TEST(Server, NeverCrashesOnMalformedBodies) {
+  testing::TestServer s;
+  std::vector<std::string> bodies = {
+      "",
+      "null",
+      "\"str\"",
+      std::string(20000, '['),
+      std::string(5000, '{'),
+      R"({"messages":[{"role":"user","content":"x"}],"temperature":1e400})",
+      R"({"messages":[{"role":"user","content":"x"}],"max_tokens":99999999999999999999999})",
+      R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1.5})",
+      R"({"messages":[{"role":"user","content":"x"}],"seed":"abc"})",
+      R"({"messages":[{"role":"user","content":"x"}],"stream_options":5})",
+      R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":7}]}]})",
+      R"({"messages":[{"role":7,"content":"x"}]})",
+      R"({"messages":[null]})",
+      R"({"messages":[{"role":"user","content":"x"}],"model":["a"]})",
+      std::string("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}"),
+      std::string("{\"prompt\":\"a\0b\"}", 15),
+      R"({"prompt":[[1,2],[3]]})",
+      R"({"prompt":[[]]})",
+      R"({"prompt":[1.5]})",
+      R"({"prompt":{"a":1}})",
+  };
+  int i = 0;
+  for (const auto& b : bodies) {
+    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+      // Only the structurally broken bodies are errors for every route.
+      if (i >= 5 && std::string(path).find("tokenize") != std::string::npos) continue;
+      auto r = testing::http_call(s.port, "POST", path, b);
+      EXPECT_GE(r.status, 400) << i << " " << path << " " << r.raw.substr(0, 200);
+      EXPECT_LT(r.status, 500) << i << " " << path << " " << r.raw.substr(0, 200);
+      EXPECT_TRUE(r.body.is_object() && r.body.contains("error")) << i << " " << path << " " << r.raw.substr(0, 200);
+    }
+    ++i;
+  }
+  EXPECT_EQ(testing::http_call(s.port, "GET", "/health").status, 200);
+  EXPECT_EQ(testing::post(s.port, "/v1/completions", {{"prompt", "ok"}, {"max_tokens", 2}}).status, 200);
+}
+
+}  // namespace
+}  // namespace ds
