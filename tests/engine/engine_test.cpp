@@ -154,9 +154,13 @@ TEST(Engine, CancelledStreamsReturnEveryBlock) {
     clients.push_back(std::async(std::launch::async, [s, i] { collect(*s, 1 + i % 7); }));
   }
   for (auto& cl : clients) cl.get();
-  // The engine frees cancelled sequences at its next step; give it a moment.
-  for (int i = 0; i < 200 && f.engine->snapshot().kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The engine frees cancelled sequences at its next step and retires the request right after;
+  // give it a moment for all three counters (bounded: 5 s).
+  auto settled = [&] {
+    const auto snap = f.engine->snapshot();
+    return snap.kv_blocks_used == 0 && snap.running == 0 && f.engine->in_flight() == 0;
+  };
+  for (int i = 0; i < 500 && !settled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(f.engine->snapshot().kv_blocks_used, 0);
   EXPECT_EQ(f.engine->snapshot().running, 0);
   EXPECT_EQ(f.engine->in_flight(), 0);
