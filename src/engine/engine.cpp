@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+
+#include "cache/block_hash.h"
 
 namespace ds {
 
@@ -14,8 +17,22 @@ Engine::Engine(std::unique_ptr<Model> model, EngineConfig cfg)
   vocab_ = model_->config().vocab_size;
   model_->allocate(runtime_limits(cfg_));
   pool_ = std::make_unique<BlockPool>(cfg_.num_kv_blocks, cfg_.block_size);
+  PrefixCacheSettings prefix;
+  if (cfg_.enable_prefix_caching) {
+    snapshots_ = std::make_unique<StateSnapshots>(cfg_.num_state_snapshots, model_->state_bytes_per_slot());
+    const ModelConfig& mc = model_->config();
+    // What a block's contents depend on besides its tokens: this model and this block size.
+    const uint64_t identity[] = {std::hash<std::string>{}(mc.model_type), uint64_t(mc.vocab_size),
+                                 uint64_t(mc.hidden_size), uint64_t(mc.num_layers),
+                                 uint64_t(model_->weights_bytes()), uint64_t(cfg_.block_size)};
+    prefix.enabled = true;
+    prefix.snapshot_interval = cfg_.state_snapshot_interval;
+    prefix.decode_snapshots = cfg_.decode_snapshots;
+    prefix.seed = block_hash_seed(identity);
+  }
   scheduler_ = std::make_unique<Scheduler>(
-      SchedulerLimits{cfg_.max_num_seqs, cfg_.max_num_batched_tokens, cfg_.max_model_len}, *pool_);
+      SchedulerLimits{cfg_.max_num_seqs, cfg_.max_num_batched_tokens, cfg_.max_model_len}, *pool_,
+      snapshots_.get(), prefix);
   sampler_ = Sampler(vocab_);
   // Everything the step loop touches is sized here, for the largest step the settings allow.
   logits_.resize(size_t(cfg_.max_num_seqs) * size_t(vocab_));
@@ -90,6 +107,8 @@ EngineSnapshot Engine::snapshot() const {
   }
   s.kv_blocks_used = snap_kv_used_.load();
   s.kv_blocks_total = cfg_.num_kv_blocks;
+  s.cached_blocks = snap_cached_.load();
+  s.state_snapshots = snap_snapshots_.load();
   s.steps = steps_.load();
   s.preemptions = uint64_t(metrics_.preemptions->Value());
   return s;
@@ -165,6 +184,15 @@ void Engine::fail_all(const std::string& error) {
   scratch_.clear();
 }
 
+void Engine::save_snapshots(const StepPlan& plan) {
+  for (const StateSave& sv : plan.saves) {
+    void* dst = snapshots_->insert(sv.hash);
+    if (dst == nullptr) continue;  // a store with no room
+    model_->save_state(sv.slot, dst);
+    metrics_.snapshot_saves->Increment();
+  }
+}
+
 void Engine::step() {
   scratch_.clear();
   if (cancel_all_.exchange(false))
@@ -180,6 +208,15 @@ void Engine::step() {
   auto publish = [&] {
     snap_running_.store(scheduler_->num_running());
     snap_kv_used_.store(pool_->num_used());
+    snap_cached_.store(pool_->num_cached());
+    snap_snapshots_.store(snapshots_ ? snapshots_->size() : 0);
+    metrics_.cached_blocks->Set(pool_->num_cached());
+    metrics_.snapshots_held->Set(snapshots_ ? snapshots_->size() : 0);
+    // Counters mirror the cache's own totals (they only grow).
+    const double be = double(pool_->num_evictions()) - metrics_.block_evictions->Value();
+    if (be > 0) metrics_.block_evictions->Increment(be);
+    const double se = double(snapshots_ ? snapshots_->num_evictions() : 0) - metrics_.snapshot_evictions->Value();
+    if (se > 0) metrics_.snapshot_evictions->Increment(se);
     metrics_.requests_running->Set(scheduler_->num_running());
     metrics_.requests_waiting->Set(snapshot().waiting);
     metrics_.kv_pool_usage->Set(pool_->usage());
@@ -188,17 +225,23 @@ void Engine::step() {
     publish();
     return;
   }
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    const Sequence* s = plan.seqs[i];
-    // Counted once per request, at its first chunk (a recompute after preemption is not new).
-    if (plan.chunks[i].start_pos == 0 && s->num_preemptions == 0)
-      metrics_.prompt_tokens->Increment(s->num_prompt);
+  // Counted once per request, at its first admission (a recompute after preemption is not new).
+  for (Sequence* s : plan.first_admitted) {
+    metrics_.prompt_tokens->Increment(s->num_prompt);
+    if (snapshots_) {
+      metrics_.prefix_queries->Increment(s->num_prompt);
+      metrics_.prefix_hits->Increment(s->num_cached_tokens);
+    }
+    s->stream->set_cached_tokens(s->num_cached_tokens);
   }
 
   const auto t_start = Clock::now();
+  for (const StateRestore& r : plan.restores) model_->load_state(r.slot, r.state);
+  if (!plan.restores.empty()) metrics_.snapshot_restores->Increment(double(plan.restores.size()));
   ForwardBatch batch{std::span<const int32_t>(plan.tokens),
                      std::span<const SeqChunk>(plan.chunks)};
   model_->forward(batch, logits_.data());
+  save_snapshots(plan);
   steps_.fetch_add(1);
   metrics_.step_rows->Observe(double(plan.tokens.size()));
   metrics_.step_sequences->Observe(double(plan.chunks.size()));

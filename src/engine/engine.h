@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/state_snapshots.h"
 #include "core/error.h"
 #include "engine/engine_config.h"
 #include "engine/metrics.h"
@@ -38,6 +39,8 @@ struct EngineSnapshot {
   int waiting = 0;
   int kv_blocks_used = 0;
   int kv_blocks_total = 0;
+  int cached_blocks = 0;
+  int state_snapshots = 0;
   uint64_t steps = 0;
   uint64_t preemptions = 0;
 };
@@ -78,6 +81,7 @@ class Engine {
   void step();
   void finish(std::unique_ptr<Sequence> seq, FinishReason reason, const std::string& error = {});
   void fail_all(const std::string& error);
+  void save_snapshots(const StepPlan& plan);
   bool is_stop_token(const Sequence& s, int32_t tok) const;
 
   std::unique_ptr<Model> model_;
@@ -101,6 +105,7 @@ class Engine {
 
   // Engine-thread state.
   std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<StateSnapshots> snapshots_;  // null when prefix caching is off
   std::unique_ptr<Scheduler> scheduler_;
   Sampler sampler_;
   std::vector<float> logits_;
@@ -110,7 +115,7 @@ class Engine {
   std::vector<std::pair<int32_t, float>> top_;
 
   // Published for snapshot() from other threads.
-  std::atomic<int> snap_running_{0}, snap_kv_used_{0};
+  std::atomic<int> snap_running_{0}, snap_kv_used_{0}, snap_cached_{0}, snap_snapshots_{0};
   std::atomic<uint64_t> steps_{0};
 
   std::thread thread_;

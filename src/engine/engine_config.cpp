@@ -80,6 +80,31 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
     fail("KV pool of " + std::to_string(c->num_kv_blocks) + " blocks cannot hold one --max-model-len " +
          std::to_string(c->max_model_len) + " sequence (" + std::to_string(need_blocks) + " blocks)");
   }
+
+  if (c->state_snapshot_interval < 0)
+    fail("--state-snapshot-interval must be 0 (prompt ends only) or a number of blocks, got " +
+         std::to_string(c->state_snapshot_interval));
+  const size_t state_bytes = model.state_bytes_per_slot();
+  if (!c->enable_prefix_caching || state_bytes == 0) {
+    c->num_state_snapshots = 0;
+    if (state_bytes == 0) c->state_cache_gb = 0;
+  } else if (c->num_state_snapshots < 0) {
+    if (!(c->state_cache_gb >= 0) || !std::isfinite(c->state_cache_gb))
+      fail("--state-cache-gb must be a positive number (or 0 for auto), got " + num(c->state_cache_gb));
+    double bytes = c->state_cache_gb * double(1ull << 30);
+    if (bytes == 0) {
+      const double kv_bytes = double(c->num_kv_blocks) * double(model.kv_bytes_per_block(c->block_size));
+      bytes = std::max(kv_bytes / 2, 2.0 * c->max_num_seqs * double(state_bytes));
+      bytes = std::min(bytes, kAutoPoolCapGb * double(1ull << 30));
+    }
+    const double n = std::floor(bytes / double(state_bytes));
+    if (n < 1)
+      fail("--state-cache-gb " + num(c->state_cache_gb) + " holds no state snapshot of " +
+           std::to_string(state_bytes) + " bytes; use --state-cache-gb >= " + gb(double(state_bytes)) +
+           " or --no-prefix-caching");
+    c->num_state_snapshots = n > 1e7 ? 10000000 : int(n);
+    c->state_cache_gb = double(c->num_state_snapshots) * double(state_bytes) / double(1ull << 30);
+  }
 }
 
 RuntimeLimits runtime_limits(const EngineConfig& c) {

@@ -20,6 +20,17 @@ struct EngineConfig {
   int max_waiting = 256;       // requests queued beyond this get 503 + Retry-After
   int block_size = 64;
   int num_kv_blocks = 0;       // 0: derived from kv_pool_gb; tests set it directly
+
+  // Prefix caching (DESIGN.md section 5): cached KV blocks plus recurrent-state snapshots.
+  bool enable_prefix_caching = true;
+  int state_snapshot_interval = 8;   // blocks between prefill snapshots (0: prompt ends only)
+  // Cache what decode computes: the state each time decode fills a block, and that block.
+  // Off: only prefill results are reused, each bit-identical to recomputing it.
+  bool decode_snapshots = true;
+  // Memory for state snapshots. 0: auto, half the KV pool's bytes, at least 2 per sequence
+  // and capped at kAutoPoolCapGb. Ignored for a model without recurrent layers.
+  double state_cache_gb = 0;
+  int num_state_snapshots = -1;      // -1: derived from state_cache_gb; tests set it directly
 };
 
 // Fills derived values (max_model_len default, num_kv_blocks) and checks every rule against

@@ -71,6 +71,26 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                      .Help("Running sequences preempted for lack of KV blocks (recomputed later)")
                      .Register(r)
                      .Add({});
+  auto counter = [&](const char* name, const char* help) {
+    return &BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  auto gauge = [&](const char* name, const char* help) {
+    return &BuildGauge().Name(name).Help(help).Register(r).Add({});
+  };
+  prefix_queries = counter("deltaserve:prefix_cache_queries_total",
+                           "Prompt tokens looked up in the prefix cache (once per request)");
+  prefix_hits = counter("deltaserve:prefix_cache_hits_total",
+                        "Prompt tokens found in the prefix cache: KV blocks and recurrent state");
+  snapshot_saves = counter("deltaserve:state_snapshot_saves_total",
+                           "Recurrent-state snapshots saved at block boundaries");
+  snapshot_restores = counter("deltaserve:state_snapshot_restores_total",
+                              "Recurrent-state snapshots loaded to resume a prompt");
+  snapshot_evictions = counter("deltaserve:state_snapshot_evictions_total",
+                               "State snapshots evicted to make room (least recently used)");
+  block_evictions = counter("deltaserve:prefix_cache_block_evictions_total",
+                            "Cached KV blocks evicted to make room (least recently released)");
+  cached_blocks = gauge("deltaserve:prefix_cache_blocks", "KV blocks findable by their prefix hash");
+  snapshots_held = gauge("deltaserve:state_snapshots", "State snapshots held");
   finished = &BuildCounter()
                   .Name("deltaserve:request_success_total")
                   .Help("Requests finished, by finish reason")

@@ -37,6 +37,15 @@ class EngineMetrics {
   prometheus::Histogram* itl;   // seconds between consecutive tokens of a request
   prometheus::Histogram* e2e;   // seconds from arrival to finish
   prometheus::Counter* preemptions;
+  // Prefix cache (token counts, as vLLM's prefix_cache_{queries,hits}).
+  prometheus::Counter* prefix_queries;
+  prometheus::Counter* prefix_hits;
+  prometheus::Counter* snapshot_saves;
+  prometheus::Counter* snapshot_restores;
+  prometheus::Counter* snapshot_evictions;  // mirrored from the store each step
+  prometheus::Counter* block_evictions;     // mirrored from the pool each step
+  prometheus::Gauge* cached_blocks;
+  prometheus::Gauge* snapshots_held;
   prometheus::Family<prometheus::Counter>* finished;  // label: finish_reason
   prometheus::Family<prometheus::Counter>* errors;    // label: kind
 

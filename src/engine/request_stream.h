@@ -29,6 +29,10 @@ class RequestStream {
 
   uint64_t id() const { return id_; }
   int prompt_tokens() const { return prompt_tokens_; }
+  // Prompt tokens the prefix cache supplied (usage.prompt_tokens_details.cached_tokens): set by
+  // the engine at admission, before the first token is pushed.
+  int cached_tokens() const { return cached_tokens_.load(std::memory_order_acquire); }
+  void set_cached_tokens(int n) { cached_tokens_.store(n, std::memory_order_release); }
 
   // Consumer. Waits up to `timeout` for tokens or the end, then appends everything pending to
   // out (out->tokens is not cleared). Returns true when something arrived or the stream ended.
@@ -45,6 +49,7 @@ class RequestStream {
   const uint64_t id_;
   const int prompt_tokens_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<int> cached_tokens_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TokenOutput> pending_;

@@ -10,6 +10,20 @@
 //      is never skipped, so a long prompt cannot starve.
 // Admission reserves blocks for the whole prompt so a prefill never stalls half-way; decode
 // grows one block at a time. The scheduler owns the sequences; the engine runs the plan.
+//
+// Prefix caching (DESIGN.md section 5). At admission a sequence resumes from the deepest block
+// boundary whose KV blocks are all cached in the pool and whose recurrent state is in the
+// snapshot store, leaving at least one token to compute; its state is restored into its slot
+// before the step's forward. Prefill chunks end on block boundaries, and at every point where
+// a snapshot is wanted (the prompt's end aligned down to a block, the point where the cached
+// KV runs out but no state was saved - a branch point that the next prompt sharing this prefix
+// will want - and every snapshot_interval blocks); the engine saves the state there after the
+// forward. Decode saves one when it fills a block. Full blocks are published as they complete
+// (those decode fills only with decode snapshots on).
+//
+// Chunks always end on block boundaries (unless the budget is smaller than a block) whether
+// the cache is on or not: the chunked KDA form then sees the same 64-token pieces whatever was
+// cached, so a state restored from a prefill snapshot is bit-identical to recomputing it.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -17,6 +31,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/state_snapshots.h"
 #include "engine/sequence.h"
 #include "model/model.h"
 
@@ -28,6 +43,23 @@ struct SchedulerLimits {
   int max_model_len = 4096;
 };
 
+struct PrefixCacheSettings {
+  bool enabled = false;
+  int snapshot_interval = 8;  // blocks between prefill snapshots; 0: only the points above
+  bool decode_snapshots = true;
+  uint64_t seed = 0;          // chain seed naming the model (cache/block_hash.h)
+};
+
+// A saved state to load into a slot before the forward, and one to save after it.
+struct StateRestore {
+  int32_t slot;
+  const void* state;
+};
+struct StateSave {
+  int32_t slot;
+  uint64_t hash;  // the chained hash of the block that ends where the state is taken
+};
+
 // One step: chunks in batch order (decode rows first), with the sequence behind each.
 struct StepPlan {
   std::vector<int32_t> tokens;
@@ -36,12 +68,18 @@ struct StepPlan {
   int num_decode = 0;
   int num_logits = 0;
   int num_preempted = 0;  // preemptions made while planning this step
+  std::vector<StateRestore> restores;  // before forward
+  std::vector<StateSave> saves;        // after forward
+  // Sequences admitted for the first time this step (num_cached_tokens is now set).
+  std::vector<Sequence*> first_admitted;
   bool empty() const { return chunks.empty(); }
 };
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerLimits& limits, BlockPool& pool);
+  // snapshots may be null when prefix caching is off.
+  Scheduler(const SchedulerLimits& limits, BlockPool& pool, StateSnapshots* snapshots = nullptr,
+            PrefixCacheSettings prefix = {});
 
   void add(std::unique_ptr<Sequence> seq);  // joins the back of the waiting queue
 
@@ -52,6 +90,7 @@ class Scheduler {
 
   const StepPlan& schedule();
   // After the forward: every planned chunk's tokens are now in the model's cache and state.
+  // Publishes the blocks that became full.
   void commit_step();
   // Removes a running sequence that is done, freeing its blocks and slot.
   std::unique_ptr<Sequence> finish(Sequence* seq);
@@ -65,9 +104,19 @@ class Scheduler {
   void preempt_newest();
   void release(Sequence& s);
   void plan_chunk(Sequence* s, int num_tokens);
+  // Tokens of s's prefill to feed this step within budget: up to the next snapshot point,
+  // else down to a block boundary.
+  int prefill_length(const Sequence& s, int budget) const;
+  // Looks up the cached prefix, takes its blocks and plans the state restore and snapshot
+  // points. Returns the resume position (tokens already in cache and state).
+  int resume_from_cache(Sequence* s);
+  void plan_snapshot_points(Sequence* s, int resume_blocks, int kv_blocks);
+  void plan_decode_snapshot(Sequence* s);
 
   SchedulerLimits limits_;
   BlockPool& pool_;
+  StateSnapshots* snapshots_;
+  PrefixCacheSettings prefix_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order: newest last
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<int32_t> free_slots_;

@@ -19,6 +19,14 @@ struct KdaHeadIo {
   size_t stride_qk, stride_v, stride_g, stride_beta;
   float* o;  // [T][stride_o], dv used
   size_t stride_o;
+
+  // The same rows from token t on.
+  KdaHeadIo advanced(int t) const {
+    const size_t n = size_t(t);
+    return {q + n * stride_qk, k + n * stride_qk, v + n * stride_v, g + n * stride_g,
+            beta + n * stride_beta, stride_qk, stride_v, stride_g, stride_beta, o + n * stride_o,
+            stride_o};
+  }
 };
 
 constexpr int kKdaChunk = 64;

@@ -1,5 +1,6 @@
 // Kimi Delta Attention layer: fused input projection, short causal convs, gates, the per-head
 // recurrence (decode) or chunked form (prefill), gated output norm, output projection.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -107,10 +108,20 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
                  P + off * Wp + col_b + size_t(hh),
                  Wp, Wp, size_t(HD), Wp,
                  O + off * size_t(HD) + size_t(hh * D_), size_t(HD)};
-    if (sc.num_tokens >= kChunkedMinTokens)
-      kda_chunked(S, D_, D_, sc.num_tokens, io, (*ctx.thread_scratch)[size_t(thread)].data());
-    else
-      kda_recurrent(S, D_, D_, sc.num_tokens, io);
+    // Pieces end on absolute multiples of the chunk size, and each piece picks its form by its
+    // own length: the state at a block boundary is then bit-identical however the scheduler
+    // split the prompt into steps, which is what lets a cached state snapshot stand in for
+    // recomputing the prefix.
+    for (int done = 0; done < sc.num_tokens;) {
+      const int pos = sc.start_pos + done;
+      const int piece = std::min(sc.num_tokens - done, kKdaChunk - pos % kKdaChunk);
+      const KdaHeadIo at = io.advanced(done);
+      if (piece >= kChunkedMinTokens)
+        kda_chunked(S, D_, D_, piece, at, (*ctx.thread_scratch)[size_t(thread)].data());
+      else
+        kda_recurrent(S, D_, D_, piece, at);
+      done += piece;
+    }
   }, 4.0 * D_ * D_ * double(N) / double(seqs.size()));
   // Gated output norm per head.
   parallel_rows(ctx.pool, N, 4 * HD, [&](int t, int) {

@@ -95,7 +95,7 @@ class ResponseWriter {
     if (reason_ == FinishReason::Cancelled)
       throw shutting_down("the request was cancelled because the server is shutting down");
     json lp = want_logprobs_ ? lp_.take() : json(nullptr);
-    return full_response(meta_, text_.flush(), reason_, lp, prompt_tokens_, completion_tokens_);
+    return full_response(meta_, text_.flush(), reason_, lp, usage());
   }
 
   // One call of httplib's chunked content provider.
@@ -129,7 +129,7 @@ class ResponseWriter {
       tail += sse_event(ApiError(500, "server_error", error_, {}, {}, "engine").body());
     } else {
       tail += sse_event(stream_chunk(meta_, json::object(), "", finish_reason_json(reason_), nullptr));
-      if (meta_.include_usage) tail += sse_event(usage_chunk(meta_, prompt_tokens_, completion_tokens_));
+      if (meta_.include_usage) tail += sse_event(usage_chunk(meta_, usage()));
     }
     tail += sse_done();
     done_ = true;
@@ -139,6 +139,8 @@ class ResponseWriter {
   }
 
  private:
+  Usage usage() const { return {prompt_tokens_, completion_tokens_, stream_->cached_tokens()}; }
+
   ActiveGuard guard_;
   std::shared_ptr<RequestStream> stream_;
   ResponseMeta meta_;

@@ -34,10 +34,11 @@ ResponseMeta new_response_meta(bool chat, const std::string& model, bool include
   return m;
 }
 
-json usage_json(int prompt_tokens, int completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 json LogprobsBuilder::token_json(int32_t id, float lp) const {
@@ -97,7 +98,7 @@ json finish_reason_json(FinishReason r) {
 }
 
 json full_response(const ResponseMeta& m, const std::string& text, FinishReason reason,
-                   const json& logprobs, int prompt_tokens, int completion_tokens) {
+                   const json& logprobs, const Usage& usage) {
   json choice;
   choice["index"] = 0;
   if (m.chat)
@@ -111,7 +112,7 @@ json full_response(const ResponseMeta& m, const std::string& text, FinishReason 
           {"created", m.created},
           {"model", m.model},
           {"choices", json::array({choice})},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+          {"usage", usage_json(usage)}};
 }
 
 json stream_chunk(const ResponseMeta& m, const json& delta, const std::string& text,
@@ -133,13 +134,13 @@ json stream_chunk(const ResponseMeta& m, const json& delta, const std::string& t
   return out;
 }
 
-json usage_chunk(const ResponseMeta& m, int prompt_tokens, int completion_tokens) {
+json usage_chunk(const ResponseMeta& m, const Usage& usage) {
   return {{"id", m.id},
           {"object", m.chat ? "chat.completion.chunk" : "text_completion"},
           {"created", m.created},
           {"model", m.model},
           {"choices", json::array()},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+          {"usage", usage_json(usage)}};
 }
 
 }  // namespace ds::server

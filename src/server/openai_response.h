@@ -21,7 +21,15 @@ struct ResponseMeta {
 
 ResponseMeta new_response_meta(bool chat, const std::string& model, bool include_usage);
 
-nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+// Token counts of one response; cached_tokens is the share of the prompt the prefix cache
+// supplied (usage.prompt_tokens_details.cached_tokens).
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;
+};
+
+nlohmann::json usage_json(const Usage& u);
 
 // Logprobs in the shape of each API. `top_n` limits the alternatives reported.
 class LogprobsBuilder {
@@ -47,11 +55,11 @@ class LogprobsBuilder {
 nlohmann::json finish_reason_json(FinishReason r);
 
 nlohmann::json full_response(const ResponseMeta& m, const std::string& text, FinishReason reason,
-                             const nlohmann::json& logprobs, int prompt_tokens, int completion_tokens);
+                             const nlohmann::json& logprobs, const Usage& usage);
 
 // One stream chunk. For chat, `delta` is the delta object; for completions `text` is used.
 nlohmann::json stream_chunk(const ResponseMeta& m, const nlohmann::json& delta, const std::string& text,
                             const nlohmann::json& finish_reason, const nlohmann::json& logprobs);
-nlohmann::json usage_chunk(const ResponseMeta& m, int prompt_tokens, int completion_tokens);
+nlohmann::json usage_chunk(const ResponseMeta& m, const Usage& usage);
 
 }  // namespace ds::server

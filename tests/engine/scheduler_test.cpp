@@ -32,7 +32,7 @@ TEST(Scheduler, ChunkedPrefillWithinBudgetThenDecodeFirst) {
   sch.add(std::move(a));
   const StepPlan& p1 = sch.schedule();
   ASSERT_EQ(p1.chunks.size(), 1u);
-  EXPECT_EQ(p1.chunks[0].num_tokens, 100);
+  EXPECT_EQ(p1.chunks[0].num_tokens, 64);  // the budget's 100, cut back to a block boundary
   EXPECT_EQ(p1.chunks[0].num_logits, 0);
   EXPECT_EQ(pool.num_used(), 3);  // whole prompt reserved at admission
   sch.commit_step();
@@ -42,11 +42,11 @@ TEST(Scheduler, ChunkedPrefillWithinBudgetThenDecodeFirst) {
   const StepPlan& p2 = sch.schedule();
   ASSERT_EQ(p2.chunks.size(), 2u);
   EXPECT_EQ(p2.seqs[0], pa);
-  EXPECT_EQ(p2.chunks[0].start_pos, 100);
-  EXPECT_EQ(p2.chunks[0].num_tokens, 50);
+  EXPECT_EQ(p2.chunks[0].start_pos, 64);
+  EXPECT_EQ(p2.chunks[0].num_tokens, 86);  // the rest of the prompt: no boundary needed
   EXPECT_EQ(p2.chunks[0].num_logits, 1);
   EXPECT_EQ(p2.seqs[1], pb);
-  EXPECT_EQ(p2.chunks[1].num_tokens, 50);  // what is left of the budget
+  EXPECT_EQ(p2.chunks[1].num_tokens, 14);  // what is left of the budget, under one block
   EXPECT_EQ(p2.chunks[1].num_logits, 0);
   sch.commit_step();
   pa->tokens.push_back(5);
@@ -57,9 +57,9 @@ TEST(Scheduler, ChunkedPrefillWithinBudgetThenDecodeFirst) {
   EXPECT_EQ(p3.chunks[0].num_tokens, 1);
   EXPECT_EQ(p3.chunks[0].start_pos, 150);
   EXPECT_EQ(p3.seqs[1], pb);
-  EXPECT_EQ(p3.chunks[1].num_tokens, 30);
+  EXPECT_EQ(p3.chunks[1].num_tokens, 66);
   EXPECT_EQ(p3.chunks[1].token_offset, 1);
-  EXPECT_EQ(p3.tokens.size(), 31u);
+  EXPECT_EQ(p3.tokens.size(), 67u);
 }
 
 TEST(Scheduler, AtMostMaxNumSeqsRunning) {
