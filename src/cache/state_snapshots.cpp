@@ -1,5 +1,7 @@
 #include "cache/state_snapshots.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ds {
@@ -7,7 +9,7 @@ namespace ds {
 StateSnapshots::StateSnapshots(int capacity, size_t state_bytes)
     : capacity_(state_bytes == 0 ? 0 : capacity), state_bytes_(state_bytes) {
   DS_CHECK(capacity >= 0, "state snapshots: negative capacity " + std::to_string(capacity));
-  data_.resize(size_t(capacity_) * state_bytes_);
+  data_.reset(new std::byte[std::max<size_t>(1, size_t(capacity_) * state_bytes_)]);
   entries_.resize(size_t(capacity_));
   free_.reserve(size_t(capacity_));
   by_hash_.reserve(size_t(capacity_));

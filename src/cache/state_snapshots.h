@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -44,11 +45,11 @@ class StateSnapshots {
   };
   void unlink(int32_t i);
   void link_back(int32_t i);
-  std::byte* buffer(int32_t i) { return data_.data() + size_t(i) * state_bytes_; }
+  std::byte* buffer(int32_t i) { return data_.get() + size_t(i) * state_bytes_; }
 
   int capacity_;
   size_t state_bytes_;
-  std::vector<std::byte> data_;
+  std::unique_ptr<std::byte[]> data_;  // not zeroed: pages are mapped as snapshots fill them
   std::vector<Entry> entries_;
   std::vector<int32_t> free_;
   std::unordered_map<uint64_t, int32_t> by_hash_;

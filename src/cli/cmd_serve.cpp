@@ -116,7 +116,7 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--max-model-len", a->engine.max_model_len,
                   "Prompt plus generated tokens per sequence (default: the model's limit, or 8192)");
   cmd->add_option("--kv-pool-gb", a->engine.kv_pool_gb,
-                  "KV block pool size in GiB (0: enough for max-num-seqs full-length sequences, at most 4)")
+                  "KV block pool size in GiB (0: enough for max-num-seqs full-length sequences, with prefix caching at least 1; at most 4)")
       ->capture_default_str();
   cmd->add_option("--threads", a->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--block-size", a->engine.block_size, "Tokens per KV block (the prefix cache's granularity)")
@@ -127,7 +127,7 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
                   "Blocks between recurrent-state snapshots in a prefill (0: prompt ends and branch points only)")
       ->capture_default_str();
   cmd->add_option("--state-cache-gb", a->engine.state_cache_gb,
-                  "Memory for recurrent-state snapshots, GiB (0: half the KV pool, at least 2 per sequence)")
+                  "Memory for recurrent-state snapshots, GiB (0: as much as the KV pool, at least 1; at most 4)")
       ->capture_default_str();
   cmd->add_flag("!--no-decode-snapshots", a->engine.decode_snapshots,
                 "Cache only what prefill computes, not the blocks decode fills or the state there: the next turn resumes at its prompt's end, and every reused value is bit-identical to recomputing it");

@@ -57,8 +57,11 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
     const size_t per_block = model.kv_bytes_per_block(c->block_size);
     if (c->kv_pool_gb == 0 && per_block > 0) {
       // Without prefix caching a pool never holds more than max_num_seqs full sequences, so
-      // that is all auto takes; a larger pool is a deliberate --kv-pool-gb.
-      const double want = double(need_blocks) * double(c->max_num_seqs) * double(per_block);
+      // that is all auto takes. With it, blocks nobody holds stay cached for later prompts, so
+      // auto takes at least kAutoCacheFloorGb: reuse across agentic turns needs room for many
+      // sessions' histories, not just the running ones.
+      double want = double(need_blocks) * double(c->max_num_seqs) * double(per_block);
+      if (c->enable_prefix_caching) want = std::max(want, kAutoCacheFloorGb * double(1ull << 30));
       c->kv_pool_gb = std::min(want, kAutoPoolCapGb * double(1ull << 30)) / double(1ull << 30);
     }
     if (per_block == 0) {
@@ -93,8 +96,10 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
       fail("--state-cache-gb must be a positive number (or 0 for auto), got " + num(c->state_cache_gb));
     double bytes = c->state_cache_gb * double(1ull << 30);
     if (bytes == 0) {
+      // A resume needs the state as well as the KV, and a state costs as much as many blocks
+      // (deltacoder: 168 KiB against 28 KiB a block), so it gets as much memory as the pool.
       const double kv_bytes = double(c->num_kv_blocks) * double(model.kv_bytes_per_block(c->block_size));
-      bytes = std::max(kv_bytes / 2, 2.0 * c->max_num_seqs * double(state_bytes));
+      bytes = std::max({kv_bytes, kAutoCacheFloorGb * double(1ull << 30), 2.0 * c->max_num_seqs * double(state_bytes)});
       bytes = std::min(bytes, kAutoPoolCapGb * double(1ull << 30));
     }
     const double n = std::floor(bytes / double(state_bytes));

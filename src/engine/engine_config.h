@@ -9,12 +9,15 @@
 namespace ds {
 
 inline constexpr double kAutoPoolCapGb = 4.0;
+// With prefix caching, auto sizing gives the KV pool and the state snapshots at least this.
+inline constexpr double kAutoCacheFloorGb = 1.0;
 
 struct EngineConfig {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;
   int max_model_len = 0;       // 0: the model's max_position_embeddings, or 8192 when unbounded
-  // 0: auto, enough blocks for max_num_seqs full-length sequences, capped at kAutoPoolCapGb.
+  // 0: auto, enough blocks for max_num_seqs full-length sequences (with prefix caching at least
+  // kAutoCacheFloorGb), capped at kAutoPoolCapGb.
   double kv_pool_gb = 0;
   int threads = 0;             // 0: all available cores
   int max_waiting = 256;       // requests queued beyond this get 503 + Retry-After
@@ -27,7 +30,7 @@ struct EngineConfig {
   // Cache what decode computes: the state each time decode fills a block, and that block.
   // Off: only prefill results are reused, each bit-identical to recomputing it.
   bool decode_snapshots = true;
-  // Memory for state snapshots. 0: auto, half the KV pool's bytes, at least 2 per sequence
+  // Memory for state snapshots. 0: auto, the KV pool's bytes (at least kAutoCacheFloorGb and 2 per sequence)
   // and capped at kAutoPoolCapGb. Ignored for a model without recurrent layers.
   double state_cache_gb = 0;
   int num_state_snapshots = -1;      // -1: derived from state_cache_gb; tests set it directly

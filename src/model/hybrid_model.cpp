@@ -59,7 +59,10 @@ class HybridModel final : public Model {
 
   RuntimeLimits limits_;
   bool allocated_ = false;
-  std::vector<float> kv_pool_, states_;
+  // Not zeroed: a position is always written before it is read, and an untouched pool costs
+  // no memory until blocks are used (the allocator maps large blocks lazily).
+  std::unique_ptr<float[]> kv_pool_;
+  std::vector<float> states_;
   Arena arena_;
   std::vector<std::vector<float>> thread_scratch_;
 };
@@ -147,7 +150,7 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
            "runtime limits must all be positive");
   limits_ = limits;
   const int max_ctx = limits.num_kv_blocks * limits.block_size;
-  kv_pool_.assign(kv_floats_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks), 0.f);
+  kv_pool_.reset(new float[std::max<size_t>(1, kv_floats_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks))]);
   states_.assign(state_floats_per_slot_ * size_t(limits.max_seqs), 0.f);
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
   size_t scratch = 0;
@@ -204,9 +207,9 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     if (L.kda) {
       L.kda->forward(ctx, h, x, states_.data() + L.state_offset, state_floats_per_slot_);
     } else if (L.mla) {
-      L.mla->forward(ctx, h, x, kv_pool_.data() + L.kv_offset * layer_scale, limits_.block_size);
+      L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size);
     } else {
-      L.gqa->forward(ctx, h, x, kv_pool_.data() + L.kv_offset * layer_scale, limits_.block_size);
+      L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size);
     }
     arena_.rewind(mark);
     parallel_rows(pool_.get(), N, H, [&](int t, int) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 
+#include "core/cpu_features.h"
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -47,6 +48,16 @@ bool needs_auth(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
 
+// What a benchmark needs to read a served hit rate against the theoretical one.
+json prefix_caching_card(const EngineConfig& c) {
+  if (!c.enable_prefix_caching) return {{"enabled", false}};
+  return {{"enabled", true},
+          {"block_size", c.block_size},
+          {"state_snapshots", c.num_state_snapshots},
+          {"state_snapshot_interval", c.state_snapshot_interval},
+          {"decode_snapshots", c.decode_snapshots}};
+}
+
 json model_card(const ServerContext& ctx, const std::string& name, int64_t created) {
   return {{"id", name},
           {"object", "model"},
@@ -54,7 +65,10 @@ json model_card(const ServerContext& ctx, const std::string& name, int64_t creat
           {"owned_by", "deltaserve"},
           {"root", ctx.opts.model_dir},
           {"parent", nullptr},
-          {"max_model_len", ctx.engine.config().max_model_len}};
+          {"max_model_len", ctx.engine.config().max_model_len},
+          {"vocab_size", ctx.engine.model_config().vocab_size},
+          {"kernel_isa", isa_name(active_isa())},
+          {"prefix_caching", prefix_caching_card(ctx.engine.config())}};
 }
 
 void check_model_field(ServerContext& ctx, const json& body) {
