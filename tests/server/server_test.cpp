@@ -123,6 +123,29 @@ TEST(Server, CompletionWithTokenIdPromptAndLogprobs) {
   EXPECT_EQ(post(s.port, "/v1/completions", body).status, 200);
 }
 
+TEST(Server, UsageReportsCachedPromptTokensAndMetricsCountThem) {
+  TestServer s;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 150; ++i) prompt.push_back(1 + (i * 37) % 300);
+  json body = {{"model", "fake"}, {"prompt", prompt}, {"max_tokens", 4}, {"temperature", 0}, {"ignore_eos", true}};
+  auto first = post(s.port, "/v1/completions", body);
+  ASSERT_EQ(first.status, 200) << first.raw;
+  EXPECT_EQ(first.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // The next turn: the same history and more. It resumes at the first prompt's last block end.
+  for (int i = 0; i < 30; ++i) prompt.push_back(7 + i);
+  body["prompt"] = prompt;
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  auto second = stream(s.port, "/v1/completions", body);
+  ASSERT_FALSE(second.usage.is_null());
+  EXPECT_EQ(second.usage["prompt_tokens"], 180);
+  EXPECT_EQ(second.usage["prompt_tokens_details"]["cached_tokens"], 128);
+  EXPECT_EQ(second.content, expected_text(s.model->reference_generate(prompt, 4)));
+  auto m = http_call(s.port, "GET", "/metrics");
+  EXPECT_NE(m.raw.find("deltaserve:prefix_cache_queries_total 330\n"), std::string::npos) << m.raw.substr(0, 3000);
+  EXPECT_NE(m.raw.find("deltaserve:prefix_cache_hits_total 128\n"), std::string::npos);
+}
+
 TEST(Server, ChatLogprobsShape) {
   TestServer s;
   json body = chat_body("hi", 3);
