@@ -59,6 +59,26 @@ void BM_DecodeAttention(benchmark::State& st) {
 }
 BENCHMARK(BM_DecodeAttention)->Arg(512)->Arg(2048)->Arg(8192)->UseRealTime();
 
+// Decode attention of one KV head of the llama layout (bench-100m-dense: 4 KV heads of 64, k then
+// v in one 512-float token row, 3 query heads each): the strided rows the prefetch is for.
+void BM_DecodeAttentionGqaHead(benchmark::State& st) {
+  const int ctx = int(st.range(0)), nq = 3, hd = 64, row = 2 * 4 * hd, bs = 64;
+  const int blocks = (ctx + bs - 1) / bs;
+  auto pool = randn(size_t(blocks) * bs * row, 5);
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
+  PagedKv kv{pool.data(), pool.data() + 4 * hd, size_t(bs) * row, size_t(row), bs, table.data()};
+  auto q = randn(size_t(nq) * hd, 6);
+  std::vector<float> out(size_t(nq) * hd), scratch(attention_scratch_floats(nq, hd, ctx));
+  for (auto _ : st) {
+    attention_decode(q.data(), nq, hd, hd, 0.125f, kv, ctx, out.data(), scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Bytes of this head's keys and values: what a bandwidth-bound kernel reads.
+  st.counters["kv_GB/s"] = benchmark::Counter(double(ctx) * 2 * hd * 4, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_DecodeAttentionGqaHead)->Arg(512)->Arg(1536)->Arg(8192)->UseRealTime();
+
 KdaHeadIo head_io(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                   const std::vector<float>& g, const std::vector<float>& b, std::vector<float>& o, int d) {
   return {q.data(), k.data(), v.data(), g.data(), b.data(), size_t(d), size_t(d), size_t(d), 1, o.data(), size_t(d)};

@@ -4,23 +4,51 @@
 #include <cmath>
 #include <vector>
 
+#include "core/cpu_features.h"
+#include "kernels/attention_isa.h"
 #include "kernels/fast_math.h"
 #include "kernels/simd.h"
 
 namespace ds {
 
+namespace {
+// A head's key and value rows sit a whole token row apart (all KV heads, k then v: 2 KiB for
+// 4 heads of 64), so consecutive rows of one head are two per 4 KiB page and the hardware
+// prefetcher, which stays inside a page, does not follow them: decode attention was bound by
+// memory latency. Rows this far ahead are requested explicitly.
+constexpr int kPrefetchRows = 16;
+inline void prefetch_row(const float* row, int n) {
+  for (int i = 0; i < n; i += 16) __builtin_prefetch(row + i, 0, 3);
+}
+
+}  // namespace
+
 DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv, float scale,
                                          const PagedKv& kv, int t0, int t1, float* o_part,
                                          float* lse, float* scores) {
   const int n = t1 - t0;
-  // Scores: each key row is loaded once and dotted with every head's query.
-  for (int t = 0; t < n; ++t) {
-    const float* kr = kv.key(t0 + t);
-    for (int h = 0; h < nq; ++h) {
-      const float* qh = q + size_t(h) * size_t(dk);
-      float s = 0.f;
-      for (int d = 0; d < dk; ++d) s += qh[d] * kr[d];
-      scores[size_t(h) * kAttnPartition + size_t(t)] = s * scale;
+  static const bool avx512 = active_isa() == Isa::Avx512;
+  if (avx512) {
+    detail::attention_scores_avx512(q, nq, dk, scale, kv, t0, n, scores);
+  } else {
+    // Each key row is loaded once and dotted with every head's query. The dot keeps kDotLanes
+    // independent partial sums: one running sum is a serial dependency the compiler may not
+    // reorder (no -ffast-math), which would leave the loop scalar.
+    constexpr int kDotLanes = 16;
+    const int dl = dk / kDotLanes * kDotLanes;
+    for (int t = 0; t < n; ++t) {
+      const float* kr = kv.key(t0 + t);
+      if (t + kPrefetchRows < n) prefetch_row(kv.key(t0 + t + kPrefetchRows), dk);
+      for (int h = 0; h < nq; ++h) {
+        const float* qh = q + size_t(h) * size_t(dk);
+        float acc[kDotLanes] = {};
+        for (int d = 0; d < dl; d += kDotLanes)
+          for (int j = 0; j < kDotLanes; ++j) acc[j] += qh[d + j] * kr[d + j];
+        float sum = 0.f;
+        for (int d = dl; d < dk; ++d) sum += qh[d] * kr[d];
+        for (int j = 0; j < kDotLanes; ++j) sum += acc[j];
+        scores[size_t(h) * kAttnPartition + size_t(t)] = sum * scale;
+      }
     }
   }
   for (int h = 0; h < nq; ++h) {
@@ -35,11 +63,16 @@ DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv,
     lse[h] = m + std::log(sum);
     const float inv = 1.f / sum;
     for (int t = 0; t < n; ++t) sh[t] *= inv;
-    float* oh = o_part + size_t(h) * size_t(dv);
-    for (int d = 0; d < dv; ++d) oh[d] = 0.f;
   }
+  if (avx512) {
+    detail::attention_pv_avx512(scores, nq, dv, kv, t0, n, o_part);
+    return;
+  }
+  for (int h = 0; h < nq; ++h)
+    for (int d = 0; d < dv; ++d) o_part[size_t(h) * size_t(dv) + size_t(d)] = 0.f;
   for (int t = 0; t < n; ++t) {
     const float* vr = kv.value(t0 + t);
+    if (t + kPrefetchRows < n) prefetch_row(kv.value(t0 + t + kPrefetchRows), dv);
     for (int h = 0; h < nq; ++h) {
       const float p = scores[size_t(h) * kAttnPartition + size_t(t)];
       float* oh = o_part + size_t(h) * size_t(dv);
