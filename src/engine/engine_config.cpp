@@ -107,7 +107,8 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
       fail("--state-cache-gb " + num(c->state_cache_gb) + " holds no state snapshot of " +
            std::to_string(state_bytes) + " bytes; use --state-cache-gb >= " + gb(double(state_bytes)) +
            " or --no-prefix-caching");
-    c->num_state_snapshots = n > 1e7 ? 10000000 : int(n);
+    // A snapshot is only of use where its prefix's blocks are cached: never more than blocks.
+    c->num_state_snapshots = int(std::min(n, double(c->num_kv_blocks)));
     c->state_cache_gb = double(c->num_state_snapshots) * double(state_bytes) / double(1ull << 30);
   }
 }

@@ -17,15 +17,7 @@ using testing::FakeModel;
 using testing::greedy_request;
 using testing::make_prompt;
 
-struct Fixture {
-  FakeModel* model;
-  std::unique_ptr<Engine> engine;
-  explicit Fixture(EngineConfig cfg, int vocab = 512, std::vector<int32_t> eos = {}) {
-    auto m = std::make_unique<FakeModel>(vocab, eos);
-    model = m.get();
-    engine = std::make_unique<Engine>(std::move(m), cfg);
-  }
-};
+using Fixture = testing::FakeEngine;
 
 EngineConfig small_config() {
   EngineConfig c;

@@ -9,6 +9,17 @@
 
 namespace ds::testing {
 
+// An Engine over a FakeModel, with the model kept at hand for its reference outputs and checks.
+struct FakeEngine {
+  FakeModel* model;
+  std::unique_ptr<Engine> engine;
+  explicit FakeEngine(EngineConfig cfg, int vocab = 512, std::vector<int32_t> eos = {}) {
+    auto m = std::make_unique<FakeModel>(vocab, std::move(eos));
+    model = m.get();
+    engine = std::make_unique<Engine>(std::move(m), cfg);
+  }
+};
+
 struct Collected {
   std::vector<int32_t> tokens;
   FinishReason reason = FinishReason::None;

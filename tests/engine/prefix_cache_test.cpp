@@ -17,14 +17,8 @@ using testing::FakeModel;
 using testing::greedy_request;
 using testing::make_prompt;
 
-struct Fixture {
-  FakeModel* model;
-  std::unique_ptr<Engine> engine;
-  explicit Fixture(EngineConfig cfg) {
-    auto m = std::make_unique<FakeModel>(512);
-    model = m.get();
-    engine = std::make_unique<Engine>(std::move(m), cfg);
-  }
+struct Fixture : testing::FakeEngine {
+  using FakeEngine::FakeEngine;
   // Runs one greedy request to its end; returns its tokens and the cached prompt tokens.
   std::pair<std::vector<int32_t>, int> run(const std::vector<int32_t>& prompt, int max_tokens) {
     auto s = engine->submit(greedy_request(prompt, max_tokens));
