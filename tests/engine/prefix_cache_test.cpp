@@ -6,6 +6,10 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
 #include "engine/engine.h"
 #include "engine_test_util.h"
 
@@ -175,6 +179,71 @@ TEST(PrefixCache, RefusesABadSnapshotInterval) {
   EngineConfig c = cache_config();
   c.state_snapshot_interval = -1;
   EXPECT_THROW(Fixture f(c), Error);
+}
+
+}  // namespace
+}  // namespace ds
+
+namespace ds {
+namespace {
+
+// Random agentic traffic against a pool and snapshot store far too small for it: sessions that
+// share a system prompt, fork from each other's histories, resend their own answers, and get
+// cancelled part-way. Every completed stream must equal the FakeModel's reference, and when the
+// traffic stops no block may be held.
+TEST(PrefixCache, RandomForkingSessionsWithCancellationsStayExact) {
+  EngineConfig c = cache_config();
+  c.max_num_seqs = 6;
+  c.max_num_batched_tokens = 200;
+  c.max_model_len = 1024;
+  c.num_kv_blocks = 30;
+  c.num_state_snapshots = 9;
+  c.state_snapshot_interval = 2;
+  Fixture f(c);
+  uint64_t rng = 12345;
+  auto next = [&](int n) { rng = FakeModel::mix(rng + 1); return int(rng % uint64_t(n)); };
+  const auto system = make_prompt(100, 77);
+  std::vector<std::vector<int32_t>> histories = {system};
+  int completed = 0, cancelled = 0;
+  for (int round = 0; round < 40; ++round) {
+    const int n = 1 + next(6);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<int> max_tokens, cancel_after;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < n; ++i) {
+      std::vector<int32_t> h = histories[size_t(next(int(histories.size())))];
+      if (next(3) == 0 && h.size() > 64) h.resize(size_t(64 + next(int(h.size()) - 63)));  // fork mid-history
+      h = concat(h, make_prompt(1 + next(90), 1000 + round * 10 + i));
+      if (h.size() > 900) h = concat(system, make_prompt(50, 5000 + round * 10 + i));
+      prompts.push_back(h);
+      max_tokens.push_back(1 + next(70));
+      cancel_after.push_back(next(4) == 0 ? next(5) : -1);
+      streams.push_back(f.engine->submit(greedy_request(h, max_tokens.back())));
+    }
+    for (int i = 0; i < n; ++i) {
+      auto r = collect(*streams[size_t(i)], cancel_after[size_t(i)]);
+      const auto ref = f.model->reference_generate(prompts[size_t(i)], max_tokens[size_t(i)]);
+      if (r.reason == FinishReason::Cancelled) {
+        ++cancelled;
+        ASSERT_LE(r.tokens.size(), ref.size());
+        EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), ref.begin())) << "round " << round << " stream " << i;
+      } else {
+        ASSERT_EQ(r.reason, FinishReason::Length) << r.error;
+        EXPECT_EQ(r.tokens, ref) << "round " << round << " stream " << i;
+        ++completed;
+        histories.push_back(concat(prompts[size_t(i)], r.tokens));
+      }
+    }
+  }
+  EXPECT_GT(completed, 50);
+  EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
+  EXPECT_GT(f.metric("deltaserve:prefix_cache_hits_total"), 0);
+  EXPECT_GT(f.metric("deltaserve:state_snapshot_evictions_total"), 0);
+  for (int i = 0; i < 100 && f.engine->snapshot().kv_blocks_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(f.engine->snapshot().kv_blocks_used, 0);
+  std::printf("random traffic: %d completed, %d cancelled, %.0f of %.0f prompt tokens cached\n", completed, cancelled,
+              f.metric("deltaserve:prefix_cache_hits_total"), f.metric("deltaserve:prefix_cache_queries_total"));
 }
 
 }  // namespace
