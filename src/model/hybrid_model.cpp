@@ -76,7 +76,6 @@ HybridModel::HybridModel(const std::string& dir, int threads) : cfg_(load_model_
   embed_.resize(emb.nbytes);
   std::memcpy(embed_.data(), emb.data, emb.nbytes);
   weights_bytes_ += emb.nbytes;
-  int kda_i = 0, mla_i = 0;
   for (int i = 0; i < cfg_.num_layers; ++i) {
     WeightLoader w{store, "model.layers." + std::to_string(i) + "."};
     Layer L;
@@ -86,13 +85,13 @@ HybridModel::HybridModel(const std::string& dir, int threads) : cfg_(load_model_
     size_t mixer_bytes = 0;
     switch (L.mixer) {
       case MixerKind::Kda:
-        L.kda.emplace(cfg_, w, kda_i++);
+        L.kda.emplace(cfg_, w);
         L.state_offset = state_floats_per_slot_;
         state_floats_per_slot_ += L.kda->state_floats();
         mixer_bytes = L.kda->weight_bytes();
         break;
       case MixerKind::Mla:
-        L.mla.emplace(cfg_, w, mla_i++);
+        L.mla.emplace(cfg_, w);
         L.kv_offset = kv_floats_per_token_;
         kv_floats_per_token_ += L.mla->latent_dim();
         mixer_bytes = L.mla->weight_bytes();

@@ -17,9 +17,9 @@ namespace {
 constexpr int kChunkedMinTokens = 16;
 }  // namespace
 
-KdaMixer::KdaMixer(const ModelConfig& c, const WeightLoader& w, int kda_index)
+KdaMixer::KdaMixer(const ModelConfig& c, const WeightLoader& w)
     : H_(c.kda.num_heads), D_(c.kda.head_dim), K_(c.kda.conv_kernel), hidden_(c.hidden_size),
-      eps_(c.rms_norm_eps), kda_index_(kda_index) {
+      eps_(c.rms_norm_eps) {
   const int HD = H_ * D_;
   in_proj_ = w.stacked({{"self_attn.q_proj.weight", HD}, {"self_attn.k_proj.weight", HD},
                         {"self_attn.v_proj.weight", HD}, {"self_attn.f_a_proj.weight", D_},

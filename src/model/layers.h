@@ -40,7 +40,7 @@ struct WeightLoader {
 
 class KdaMixer {
  public:
-  KdaMixer(const ModelConfig& c, const WeightLoader& w, int kda_index);
+  KdaMixer(const ModelConfig& c, const WeightLoader& w);
   // Per slot state layout: [H][dk][dv] recurrent state, then [K-1][3*H*D] conv history.
   size_t state_floats() const;
   // states: this layer's state in slot 0; slot s is at states + s * slot_stride.
@@ -52,7 +52,6 @@ class KdaMixer {
  private:
   int H_, D_, K_, hidden_;
   float eps_;
-  int kda_index_;
   PackedWeight in_proj_;   // [q | k | v | f_a | g_a | b]
   PackedWeight f_b_, g_b_, o_proj_;
   std::vector<float> conv_w_;  // [K][3*H*D] tap-major
@@ -61,7 +60,7 @@ class KdaMixer {
 
 class MlaMixer {
  public:
-  MlaMixer(const ModelConfig& c, const WeightLoader& w, int mla_index);
+  MlaMixer(const ModelConfig& c, const WeightLoader& w);
   size_t latent_dim() const { return size_t(L_ + R_); }
   // kv_pool: this layer's [num_blocks][block_size][L+R] latent cache.
   void forward(const StepContext& ctx, const float* h, float* x, float* kv_pool, int block_size) const;

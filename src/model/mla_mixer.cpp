@@ -16,7 +16,7 @@
 
 namespace ds {
 
-MlaMixer::MlaMixer(const ModelConfig& c, const WeightLoader& w, int)
+MlaMixer::MlaMixer(const ModelConfig& c, const WeightLoader& w)
     : nh_(c.mla.num_heads), nope_(c.mla.qk_nope_head_dim), R_(c.mla.qk_rope_head_dim),
       L_(c.mla.kv_lora_rank), V_(c.mla.v_head_dim), hidden_(c.hidden_size), eps_(c.rms_norm_eps) {
   scale_ = 1.f / std::sqrt(float(nope_ + R_));
