@@ -54,6 +54,7 @@ int32_t BlockPool::allocate() {
   } else if (lru_head_ >= 0) {
     id = lru_head_;
     lru_remove(id);
+    if (evict_hook_) evict_hook_(id, hash_of_[size_t(id)].value);
     unpublish(id);
     ++evictions_;
   } else {

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -58,6 +59,15 @@ class BlockPool {
   bool publish(int32_t id, uint64_t hash);
   bool is_published(int32_t id) const { return hash_of_[size_t(id)].has; }
 
+  // Called with a cached block's id and hash just before allocate() evicts it, while its
+  // contents are still intact: the disk tier copies it out here.
+  void set_evict_hook(std::function<void(int32_t, uint64_t)> hook) { evict_hook_ = std::move(hook); }
+  // Every published block (held or cached) as (id, hash).
+  template <typename F>
+  void for_each_published(F&& f) const {
+    for (const auto& [hash, id] : by_hash_) f(id, hash);
+  }
+
  private:
   struct HashSlot {
     uint64_t value = 0;
@@ -77,6 +87,7 @@ class BlockPool {
   int32_t lru_head_ = -1, lru_tail_ = -1;
   int num_evictable_ = 0;
   uint64_t evictions_ = 0;
+  std::function<void(int32_t, uint64_t)> evict_hook_;
 };
 
 }  // namespace ds

@@ -55,6 +55,7 @@ void* StateSnapshots::insert(uint64_t hash) {
     } else {
       i = head_;
       unlink(i);
+      if (evict_hook_) evict_hook_(entries_[size_t(i)].hash, buffer(i));
       by_hash_.erase(entries_[size_t(i)].hash);
       ++evictions_;
     }

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +39,14 @@ class StateSnapshots {
   // Forgets an entry (a superseded decode-boundary snapshot); absent hashes are ignored.
   void erase(uint64_t hash);
 
+  // Called with an entry's hash and state just before insert() evicts it (the disk tier).
+  void set_evict_hook(std::function<void(uint64_t, const void*)> hook) { evict_hook_ = std::move(hook); }
+  // Every entry as (hash, state).
+  template <typename F>
+  void for_each(F&& f) {
+    for (const auto& [hash, i] : by_hash_) f(hash, static_cast<const void*>(buffer(i)));
+  }
+
  private:
   struct Entry {
     uint64_t hash = 0;
@@ -55,6 +64,7 @@ class StateSnapshots {
   std::unordered_map<uint64_t, int32_t> by_hash_;
   int32_t head_ = -1, tail_ = -1;
   uint64_t evictions_ = 0;
+  std::function<void(uint64_t, const void*)> evict_hook_;
 };
 
 }  // namespace ds

@@ -129,6 +129,9 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--state-cache-gb", a->engine.state_cache_gb,
                   "Memory for recurrent-state snapshots, GiB (0: as much as the KV pool, at least 1; at most 4)")
       ->capture_default_str();
+  cmd->add_option("--disk-tier-dir", a->engine.disk_tier_dir,
+                  "Folder for the disk tier behind the prefix cache: evicted blocks and states, and all of it at shutdown");
+  cmd->add_option("--disk-tier-gb", a->engine.disk_tier_gb, "Disk tier budget, GiB")->capture_default_str();
   cmd->add_flag("!--no-decode-snapshots", a->engine.decode_snapshots,
                 "Cache only what prefill computes, not the blocks decode fills or the state there: the next turn resumes at its prompt's end, and every reused value is bit-identical to recomputing it");
   cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");

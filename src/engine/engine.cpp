@@ -30,9 +30,10 @@ Engine::Engine(std::unique_ptr<Model> model, EngineConfig cfg)
     prefix.decode_snapshots = cfg_.decode_snapshots;
     prefix.seed = block_hash_seed(identity);
   }
+  PrefixTierHooks tier = cfg_.disk_tier_dir.empty() ? PrefixTierHooks{} : open_disk_tier();
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerLimits{cfg_.max_num_seqs, cfg_.max_num_batched_tokens, cfg_.max_model_len}, *pool_,
-      snapshots_.get(), prefix);
+      snapshots_.get(), prefix, std::move(tier));
   sampler_ = Sampler(vocab_);
   // Everything the step loop touches is sized here, for the largest step the settings allow.
   logits_.resize(size_t(cfg_.max_num_seqs) * size_t(vocab_));
@@ -152,6 +153,7 @@ void Engine::loop() {
   }
   for (auto& s : scratch_) finish(std::move(s), FinishReason::Cancelled);
   scratch_.clear();
+  flush_to_disk();
   waiting_.store(0);
   snap_running_.store(0);
   snap_kv_used_.store(pool_->num_used());
@@ -182,6 +184,70 @@ void Engine::fail_all(const std::string& error) {
   scheduler_->take_all(&scratch_);
   for (auto& s : scratch_) finish(std::move(s), FinishReason::Error, error);
   scratch_.clear();
+}
+
+PrefixTierHooks Engine::open_disk_tier() {
+  disk_ = std::make_unique<DiskTier>(cfg_.disk_tier_dir, uint64_t(cfg_.disk_tier_gb * double(1ull << 30)));
+  spdlog::info("disk tier: {} ({} entries, {:.3f} GiB of {:.3f})", cfg_.disk_tier_dir, disk_->entries(),
+               double(disk_->bytes_used()) / double(1ull << 30), cfg_.disk_tier_gb);
+  const size_t block_bytes = model_->kv_bytes_per_block(cfg_.block_size);
+  const size_t state_bytes = model_->state_bytes_per_slot();
+  block_buf_.resize(std::max<size_t>(block_bytes, 1));
+  // Evicted entries are still intact when the hooks run: copy them out before they are reused.
+  pool_->set_evict_hook([this, block_bytes](int32_t id, uint64_t h) {
+    if (block_bytes == 0 || disk_->contains(DiskTier::Kind::Block, h)) return;
+    model_->save_block(id, block_buf_.data());
+    disk_->put(DiskTier::Kind::Block, h, block_buf_.data(), block_bytes);
+  });
+  snapshots_->set_evict_hook([this, state_bytes](uint64_t h, const void* st) {
+    if (!disk_->contains(DiskTier::Kind::State, h)) disk_->put(DiskTier::Kind::State, h, st, state_bytes);
+  });
+  PrefixTierHooks t;
+  t.has_block = [this, block_bytes](uint64_t h) {
+    return block_bytes == 0 || disk_->contains(DiskTier::Kind::Block, h);
+  };
+  t.has_state = [this](uint64_t h) { return disk_->contains(DiskTier::Kind::State, h); };
+  t.load_block = [this, block_bytes](int32_t id, uint64_t h) {
+    if (block_bytes == 0) return true;  // no attention layers: a block holds nothing
+    if (!disk_->get(DiskTier::Kind::Block, h, block_buf_.data(), block_bytes)) return false;
+    model_->load_block(id, block_buf_.data());
+    metrics_.disk_tier_loads->Increment();
+    return true;
+  };
+  t.load_state = [this, state_bytes](uint64_t h) {
+    void* dst = snapshots_->insert(h);
+    if (dst == nullptr) return false;
+    if (!disk_->get(DiskTier::Kind::State, h, dst, state_bytes)) {
+      snapshots_->erase(h);
+      return false;
+    }
+    metrics_.disk_tier_loads->Increment();
+    return true;
+  };
+  return t;
+}
+
+// At shutdown everything still cached goes to the disk, so the next start resumes warm.
+void Engine::flush_to_disk() {
+  if (!disk_) return;
+  const size_t block_bytes = model_->kv_bytes_per_block(cfg_.block_size);
+  const size_t state_bytes = model_->state_bytes_per_slot();
+  size_t blocks = 0, states = 0;
+  if (block_bytes > 0) {
+    pool_->for_each_published([&](int32_t id, uint64_t h) {
+      if (disk_->contains(DiskTier::Kind::Block, h)) return;
+      model_->save_block(id, block_buf_.data());
+      disk_->put(DiskTier::Kind::Block, h, block_buf_.data(), block_bytes);
+      ++blocks;
+    });
+  }
+  snapshots_->for_each([&](uint64_t h, const void* st) {
+    if (disk_->contains(DiskTier::Kind::State, h)) return;
+    disk_->put(DiskTier::Kind::State, h, st, state_bytes);
+    ++states;
+  });
+  spdlog::info("disk tier: wrote {} blocks and {} states at shutdown ({} entries, {:.3f} GiB)", blocks, states,
+               disk_->entries(), double(disk_->bytes_used()) / double(1ull << 30));
 }
 
 void Engine::save_snapshots(const StepPlan& plan) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/disk_tier.h"
 #include "cache/state_snapshots.h"
 #include "core/error.h"
 #include "engine/engine_config.h"
@@ -82,6 +83,8 @@ class Engine {
   void finish(std::unique_ptr<Sequence> seq, FinishReason reason, const std::string& error = {});
   void fail_all(const std::string& error);
   void save_snapshots(const StepPlan& plan);
+  PrefixTierHooks open_disk_tier();
+  void flush_to_disk();
   bool is_stop_token(const Sequence& s, int32_t tok) const;
 
   std::unique_ptr<Model> model_;
@@ -106,6 +109,8 @@ class Engine {
   // Engine-thread state.
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<StateSnapshots> snapshots_;  // null when prefix caching is off
+  std::unique_ptr<DiskTier> disk_;             // null without --disk-tier-dir
+  std::vector<std::byte> block_buf_;           // one KV block on its way to or from the disk
   std::unique_ptr<Scheduler> scheduler_;
   Sampler sampler_;
   std::vector<float> logits_;

@@ -84,6 +84,11 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
          std::to_string(c->max_model_len) + " sequence (" + std::to_string(need_blocks) + " blocks)");
   }
 
+  if (!c->disk_tier_dir.empty()) {
+    if (!c->enable_prefix_caching) fail("--disk-tier-dir needs prefix caching, but --no-prefix-caching is set");
+    if (!(c->disk_tier_gb > 0) || !std::isfinite(c->disk_tier_gb))
+      fail("--disk-tier-gb must be a positive number, got " + num(c->disk_tier_gb));
+  }
   if (c->state_snapshot_interval < 0)
     fail("--state-snapshot-interval must be 0 (prompt ends only) or a number of blocks, got " +
          std::to_string(c->state_snapshot_interval));

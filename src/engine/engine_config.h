@@ -34,6 +34,10 @@ struct EngineConfig {
   // and capped at kAutoPoolCapGb. Ignored for a model without recurrent layers.
   double state_cache_gb = 0;
   int num_state_snapshots = -1;      // -1: derived from state_cache_gb; tests set it directly
+  // The disk tier behind the pool and the snapshots: evicted blocks and states go there, and
+  // everything cached is written there at shutdown, so a restart starts warm. Empty: no tier.
+  std::string disk_tier_dir;
+  double disk_tier_gb = 16;
 };
 
 // Fills derived values (max_model_len default, num_kv_blocks) and checks every rule against

@@ -89,6 +89,8 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                                "State snapshots evicted to make room (least recently used)");
   block_evictions = counter("deltaserve:prefix_cache_block_evictions_total",
                             "Cached KV blocks evicted to make room (least recently released)");
+  disk_tier_loads = counter("deltaserve:disk_tier_loads_total",
+                            "KV blocks and state snapshots read back from the disk tier to resume a prompt");
   cached_blocks = gauge("deltaserve:prefix_cache_blocks", "KV blocks findable by their prefix hash");
   snapshots_held = gauge("deltaserve:state_snapshots", "State snapshots held");
   finished = &BuildCounter()

@@ -44,6 +44,7 @@ class EngineMetrics {
   prometheus::Counter* snapshot_restores;
   prometheus::Counter* snapshot_evictions;  // mirrored from the store each step
   prometheus::Counter* block_evictions;     // mirrored from the pool each step
+  prometheus::Counter* disk_tier_loads;     // blocks and states read back from the disk tier
   prometheus::Gauge* cached_blocks;
   prometheus::Gauge* snapshots_held;
   prometheus::Family<prometheus::Counter>* finished;  // label: finish_reason

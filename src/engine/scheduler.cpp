@@ -8,8 +8,8 @@
 namespace ds {
 
 Scheduler::Scheduler(const SchedulerLimits& limits, BlockPool& pool, StateSnapshots* snapshots,
-                     PrefixCacheSettings prefix)
-    : limits_(limits), pool_(pool), snapshots_(snapshots), prefix_(prefix) {
+                     PrefixCacheSettings prefix, PrefixTierHooks tier)
+    : limits_(limits), pool_(pool), snapshots_(snapshots), prefix_(prefix), tier_(std::move(tier)) {
   if (snapshots_ == nullptr) prefix_.enabled = false;
   running_.reserve(size_t(limits.max_num_seqs));
   // Highest slot first on the stack so slot 0 is used first.
@@ -137,6 +137,18 @@ void Scheduler::plan_snapshot_points(Sequence* s, int resume_blocks, int kv_bloc
   pts.erase(pts.begin(), std::upper_bound(pts.begin(), pts.end(), start));
 }
 
+bool Scheduler::block_cached(uint64_t h) const {
+  return pool_.find(h) >= 0 || (tier_.enabled() && tier_.has_block(h));
+}
+
+bool Scheduler::state_cached(uint64_t h) const {
+  if (snapshots_->contains(h)) return true;
+  // A state loaded from the tier goes into the store, whose least recently used entry it
+  // replaces. Restores planned this step point into the store and are its most recent entries;
+  // with room for twice as many, the entry replaced is never one of them.
+  return tier_.enabled() && snapshots_->capacity() >= 2 * (int(plan_.restores.size()) + 1) && tier_.has_state(h);
+}
+
 int Scheduler::resume_from_cache(Sequence* s) {
   s->snapshot_points.clear();
   s->next_snapshot = 0;
@@ -146,20 +158,44 @@ int Scheduler::resume_from_cache(Sequence* s) {
   const int len = int(s->tokens.size());
   extend_block_hashes(prefix_.seed, s->tokens, bs, &s->block_hashes);
   const auto& h = s->block_hashes;
-  int kv = 0;
-  while (kv < int(h.size()) && pool_.find(h[size_t(kv)]) >= 0) ++kv;
-  // At least one token must be computed: its logits give the first new token.
-  int resume = 0;
-  for (int b = std::min(kv, (len - 1) / bs); b > 0; --b) {
-    if (snapshots_->contains(h[size_t(b - 1)])) {
-      resume = b;
-      break;
+  // Retried when a tier entry proves unreadable: the tier has forgotten it, so the next look
+  // finds a shorter prefix, and the loop ends.
+  for (;;) {
+    int kv = 0;
+    while (kv < int(h.size()) && block_cached(h[size_t(kv)])) ++kv;
+    // At least one token must be computed: its logits give the first new token.
+    int resume = 0;
+    for (int b = std::min(kv, (len - 1) / bs); b > 0; --b) {
+      if (state_cached(h[size_t(b - 1)])) {
+        resume = b;
+        break;
+      }
     }
+    bool readable = resume == 0 || snapshots_->contains(h[size_t(resume - 1)]) || tier_.load_state(h[size_t(resume - 1)]);
+    for (int i = 0; readable && i < resume; ++i) {
+      int32_t id = pool_.acquire(h[size_t(i)]);
+      if (id < 0) {  // only the tier has it
+        id = pool_.allocate();
+        if (id < 0) {
+          pool_.release_all(&s->blocks);
+          return -1;
+        }
+        if (!tier_.load_block(id, h[size_t(i)])) {
+          pool_.release(id);
+          readable = false;
+          break;
+        }
+        pool_.publish(id, h[size_t(i)]);
+      }
+      s->blocks.push_back(id);
+    }
+    if (readable) {
+      s->num_published = resume;
+      plan_snapshot_points(s, resume, kv);
+      return resume * bs;
+    }
+    pool_.release_all(&s->blocks);
   }
-  for (int i = 0; i < resume; ++i) s->blocks.push_back(pool_.acquire(h[size_t(i)]));
-  s->num_published = resume;
-  plan_snapshot_points(s, resume, kv);
-  return resume * bs;
 }
 
 void Scheduler::plan_decode_snapshot(Sequence* s) {
@@ -229,6 +265,7 @@ const StepPlan& Scheduler::schedule() {
   while (budget > 0 && int(running_.size()) < limits_.max_num_seqs && !waiting_.empty()) {
     Sequence* s = waiting_.front().get();
     const int resume = resume_from_cache(s);
+    if (resume < 0) break;  // no room for the cached prefix's blocks; retried next step
     const int need = pool_.blocks_for(int64_t(s->tokens.size())) - int(s->blocks.size());
     if (!pool_.allocate(need, &s->blocks)) {
       pool_.release_all(&s->blocks);  // the cached prefix goes back; retried next step

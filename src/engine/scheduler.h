@@ -27,6 +27,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -48,6 +49,16 @@ struct PrefixCacheSettings {
   int snapshot_interval = 8;  // blocks between prefill snapshots; 0: only the points above
   bool decode_snapshots = true;
   uint64_t seed = 0;          // chain seed naming the model (cache/block_hash.h)
+};
+
+// A slower tier behind the pool and the snapshot store (the engine wires these to the disk
+// tier). The loads run during scheduling and return false for an entry that turned out
+// unreadable, which the tier has then forgotten.
+struct PrefixTierHooks {
+  std::function<bool(uint64_t hash)> has_block, has_state;
+  std::function<bool(int32_t block, uint64_t hash)> load_block;  // into the model's block
+  std::function<bool(uint64_t hash)> load_state;                 // into the snapshot store
+  bool enabled() const { return bool(has_block); }
 };
 
 // A saved state to load into a slot before the forward, and one to save after it.
@@ -79,7 +90,7 @@ class Scheduler {
  public:
   // snapshots may be null when prefix caching is off.
   Scheduler(const SchedulerLimits& limits, BlockPool& pool, StateSnapshots* snapshots = nullptr,
-            PrefixCacheSettings prefix = {});
+            PrefixCacheSettings prefix = {}, PrefixTierHooks tier = {});
 
   void add(std::unique_ptr<Sequence> seq);  // joins the back of the waiting queue
 
@@ -107,9 +118,13 @@ class Scheduler {
   // Tokens of s's prefill to feed this step within budget: up to the next snapshot point,
   // else down to a block boundary.
   int prefill_length(const Sequence& s, int budget) const;
-  // Looks up the cached prefix, takes its blocks and plans the state restore and snapshot
-  // points. Returns the resume position (tokens already in cache and state).
+  // Looks up the cached prefix (pool and snapshot store first, then the tier), takes its
+  // blocks (loading those only the tier has) and plans the snapshot points. Returns the resume
+  // position (tokens already in cache and state), or -1 when the pool has no room for the
+  // blocks to load (s then holds nothing).
   int resume_from_cache(Sequence* s);
+  bool block_cached(uint64_t h) const;
+  bool state_cached(uint64_t h) const;
   void plan_snapshot_points(Sequence* s, int resume_blocks, int kv_blocks);
   void plan_decode_snapshot(Sequence* s);
 
@@ -117,6 +132,7 @@ class Scheduler {
   BlockPool& pool_;
   StateSnapshots* snapshots_;
   PrefixCacheSettings prefix_;
+  PrefixTierHooks tier_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order: newest last
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<int32_t> free_slots_;

@@ -42,6 +42,8 @@ class HybridModel final : public Model {
   void forward(const ForwardBatch& batch, float* logits) override;
   void save_state(int slot, void* dst) const override;
   void load_state(int slot, const void* src) override;
+  void save_block(int block, void* dst) const override;
+  void load_block(int block, const void* src) override;
 
  private:
   size_t step_floats(int n, int logit_rows) const;
@@ -237,6 +239,31 @@ void HybridModel::save_state(int slot, void* dst) const {
 void HybridModel::load_state(int slot, const void* src) {
   DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "load_state: bad slot " + std::to_string(slot));
   std::memcpy(states_.data() + size_t(slot) * state_floats_per_slot_, src, state_floats_per_slot_ * 4);
+}
+
+// Block b of attention layer L: floats [b * bs * row_L, (b + 1) * bs * row_L) of its region.
+void HybridModel::save_block(int block, void* dst) const {
+  DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "save_block: bad block " + std::to_string(block));
+  const size_t bs = size_t(limits_.block_size), scale = bs * size_t(limits_.num_kv_blocks);
+  auto* out = static_cast<float*>(dst);
+  for (const Layer& L : layers_) {
+    if (L.kda) continue;
+    const size_t row = L.mla ? L.mla->latent_dim() : L.gqa->kv_floats_per_token();
+    std::memcpy(out, kv_pool_.get() + L.kv_offset * scale + size_t(block) * bs * row, bs * row * sizeof(float));
+    out += bs * row;
+  }
+}
+
+void HybridModel::load_block(int block, const void* src) {
+  DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "load_block: bad block " + std::to_string(block));
+  const size_t bs = size_t(limits_.block_size), scale = bs * size_t(limits_.num_kv_blocks);
+  const auto* in = static_cast<const float*>(src);
+  for (const Layer& L : layers_) {
+    if (L.kda) continue;
+    const size_t row = L.mla ? L.mla->latent_dim() : L.gqa->kv_floats_per_token();
+    std::memcpy(kv_pool_.get() + L.kv_offset * scale + size_t(block) * bs * row, in, bs * row * sizeof(float));
+    in += bs * row;
+  }
 }
 
 }  // namespace

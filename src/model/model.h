@@ -68,6 +68,10 @@ class Model {
   // state_bytes_per_slot() bytes: snapshots and speculative rollback build on these.
   virtual void save_state(int slot, void* dst) const = 0;
   virtual void load_state(int slot, const void* src) = 0;
+  // Copies one KV block (every attention layer's rows for it) to or from a buffer of
+  // kv_bytes_per_block(block_size) bytes: the disk tier behind the pool builds on these.
+  virtual void save_block(int block, void* dst) const = 0;
+  virtual void load_block(int block, const void* src) = 0;
 };
 
 }  // namespace ds

@@ -152,6 +152,14 @@ class FakeModel : public Model {
     pos_[size_t(slot)] = int(v[1]);
   }
 
+  void save_block(int block, void* dst) const override {
+    std::memset(dst, 0, size_t(limits_.block_size) * 16);
+    std::memcpy(dst, kv_.data() + size_t(block) * size_t(limits_.block_size), size_t(limits_.block_size) * sizeof(int32_t));
+  }
+  void load_block(int block, const void* src) override {
+    std::memcpy(kv_.data() + size_t(block) * size_t(limits_.block_size), src, size_t(limits_.block_size) * sizeof(int32_t));
+  }
+
   std::atomic<bool> fail_next{false};
   std::atomic<int> step_delay_us{0};
   std::atomic<int> steps{0};

@@ -6,8 +6,12 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "engine/engine.h"
@@ -191,7 +195,7 @@ namespace {
 // share a system prompt, fork from each other's histories, resend their own answers, and get
 // cancelled part-way. Every completed stream must equal the FakeModel's reference, and when the
 // traffic stops no block may be held.
-TEST(PrefixCache, RandomForkingSessionsWithCancellationsStayExact) {
+EngineConfig random_traffic_config() {
   EngineConfig c = cache_config();
   c.max_num_seqs = 6;
   c.max_num_batched_tokens = 200;
@@ -199,6 +203,10 @@ TEST(PrefixCache, RandomForkingSessionsWithCancellationsStayExact) {
   c.num_kv_blocks = 30;
   c.num_state_snapshots = 9;
   c.state_snapshot_interval = 2;
+  return c;
+}
+
+void run_random_traffic(const EngineConfig& c) {
   Fixture f(c);
   uint64_t rng = 12345;
   auto next = [&](int n) { rng = FakeModel::mix(rng + 1); return int(rng % uint64_t(n)); };
@@ -242,8 +250,79 @@ TEST(PrefixCache, RandomForkingSessionsWithCancellationsStayExact) {
   for (int i = 0; i < 100 && f.engine->snapshot().kv_blocks_used != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(f.engine->snapshot().kv_blocks_used, 0);
-  std::printf("random traffic: %d completed, %d cancelled, %.0f of %.0f prompt tokens cached\n", completed, cancelled,
-              f.metric("deltaserve:prefix_cache_hits_total"), f.metric("deltaserve:prefix_cache_queries_total"));
+  std::printf("random traffic: %d completed, %d cancelled, %.0f of %.0f prompt tokens cached, %.0f disk loads\n",
+              completed, cancelled, f.metric("deltaserve:prefix_cache_hits_total"),
+              f.metric("deltaserve:prefix_cache_queries_total"), f.metric("deltaserve:disk_tier_loads_total"));
+}
+
+TEST(PrefixCache, RandomForkingSessionsWithCancellationsStayExact) { run_random_traffic(random_traffic_config()); }
+
+TEST(PrefixCacheDiskTier, RandomForkingSessionsWithADiskTierStayExact) {
+  EngineConfig c = random_traffic_config();
+  c.disk_tier_dir = (std::filesystem::temp_directory_path() / ("ds_tier_random_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(c.disk_tier_dir);
+  run_random_traffic(c);
+  std::filesystem::remove_all(c.disk_tier_dir);
+}
+
+}  // namespace
+}  // namespace ds
+
+namespace ds {
+namespace {
+
+std::string fresh_dir(const std::string& tag) {
+  const auto d = std::filesystem::temp_directory_path() / ("ds_tier_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d.string();
+}
+
+TEST(PrefixCacheDiskTier, EvictedPrefixesComeBackFromDiskExactly) {
+  EngineConfig c = cache_config();
+  c.num_kv_blocks = 12;  // two sessions' histories do not fit together
+  c.num_state_snapshots = 3;
+  c.max_model_len = 640;
+  c.disk_tier_dir = fresh_dir("evict");
+  {
+    Fixture f(c);
+    const auto a = make_prompt(500, 31), b = make_prompt(500, 32);
+    f.run(a, 5);
+    f.run(b, 5);  // evicts most of a's blocks and states to the disk
+    EXPECT_GT(f.metric("deltaserve:prefix_cache_block_evictions_total"), 0);
+    // a's next turn finds its prefix on disk: blocks and the state at 448 are read back.
+    EXPECT_EQ(f.run(concat(a, make_prompt(40, 33)), 5).second, 448);
+    EXPECT_GT(f.metric("deltaserve:disk_tier_loads_total"), 0);
+    EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
+  }
+  std::filesystem::remove_all(c.disk_tier_dir);
+}
+
+TEST(PrefixCacheDiskTier, ARestartResumesFromWhatTheLastRunWrote) {
+  EngineConfig c = cache_config();
+  c.disk_tier_dir = fresh_dir("restart");
+  const auto turn1 = make_prompt(300, 41);
+  const auto turn2 = concat(turn1, make_prompt(50, 42));
+  {
+    Fixture f(c);
+    EXPECT_EQ(f.run(turn1, 5).second, 0);
+  }  // stop writes the cache to disk
+  {
+    Fixture f(c);
+    EXPECT_EQ(f.run(turn2, 5).second, 256);
+    EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
+  }
+  // Damage every entry: the next start must treat them as misses and still answer exactly.
+  for (auto& e : std::filesystem::directory_iterator(c.disk_tier_dir)) {
+    std::fstream file(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(60);
+    file.put('\x55');
+  }
+  {
+    Fixture f(c);
+    EXPECT_EQ(f.run(concat(turn2, make_prompt(10, 43)), 5).second, 0);
+    EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
+  }
+  std::filesystem::remove_all(c.disk_tier_dir);
 }
 
 }  // namespace

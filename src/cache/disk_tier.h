@@ -1,0 +1,63 @@
+// The disk tier behind the KV pool and the state snapshots (DESIGN.md section 4): what they
+// evict is written here, keyed by its chained block hash, and read back when a later prompt
+// needs it. One file per entry with a checksummed header; the folder is indexed at start-up, so
+// the cache survives a restart. A missing, truncated or corrupt entry is a miss (and is
+// deleted), never a crash and never a wrong answer. Bounded by a byte budget, oldest written
+// first out. Owned by the engine thread: no locks.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
+
+namespace ds {
+
+class DiskTier {
+ public:
+  enum class Kind : uint8_t { Block = 1, State = 2 };
+
+  // Creates dir if needed and indexes the entries already there (oldest first by mtime).
+  // Throws ds::Error when dir cannot be created or read.
+  DiskTier(std::string dir, uint64_t budget_bytes);
+
+  bool contains(Kind kind, uint64_t hash) const { return index_.count(key(kind, hash)) > 0; }
+  // Writes an entry of `bytes` bytes (replacing one under the same key), then drops the oldest
+  // entries beyond the budget. A failed write (disk full) only loses the entry.
+  void put(Kind kind, uint64_t hash, const void* data, size_t bytes);
+  // Reads an entry of exactly `bytes` bytes into dst. False, with the entry deleted, when it is
+  // absent, truncated, of another size or fails its checksum.
+  bool get(Kind kind, uint64_t hash, void* dst, size_t bytes);
+
+  size_t entries() const { return index_.size(); }
+  uint64_t bytes_used() const { return used_; }
+  uint64_t num_writes() const { return writes_; }
+  uint64_t num_reads() const { return reads_; }
+  uint64_t num_corrupt() const { return corrupt_; }
+
+ private:
+  struct Key {
+    uint64_t hash;
+    Kind kind;
+    bool operator==(const Key& o) const { return hash == o.hash && kind == o.kind; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return size_t(k.hash ^ uint64_t(k.kind)); }
+  };
+  struct Entry {
+    uint64_t file_bytes;
+    std::list<Key>::iterator age;
+  };
+  static Key key(Kind kind, uint64_t hash) { return {hash, kind}; }
+  std::string path(const Key& k) const;
+  void drop(const Key& k);
+
+  std::string dir_;
+  uint64_t budget_;
+  uint64_t used_ = 0;
+  std::unordered_map<Key, Entry, KeyHash> index_;
+  std::list<Key> order_;  // oldest written first
+  uint64_t writes_ = 0, reads_ = 0, corrupt_ = 0;
+};
+
+}  // namespace ds
