@@ -84,7 +84,7 @@ std::string DiskTier::path(const Key& k) const {
   return dir_ + "/" + name;
 }
 
-void DiskTier::drop(const Key& k) {
+void DiskTier::drop(Key k) {
   auto it = index_.find(k);
   if (it == index_.end()) return;
   used_ -= it->second.file_bytes;

@@ -50,7 +50,7 @@ class DiskTier {
   };
   static Key key(Kind kind, uint64_t hash) { return {hash, kind}; }
   std::string path(const Key& k) const;
-  void drop(const Key& k);
+  void drop(Key k);  // by value: callers pass order_.front(), which drop erases
 
   std::string dir_;
   uint64_t budget_;
