@@ -194,14 +194,8 @@ PrefixTierHooks Engine::open_disk_tier() {
   const size_t state_bytes = model_->state_bytes_per_slot();
   block_buf_.resize(std::max<size_t>(block_bytes, 1));
   // Evicted entries are still intact when the hooks run: copy them out before they are reused.
-  pool_->set_evict_hook([this, block_bytes](int32_t id, uint64_t h) {
-    if (block_bytes == 0 || disk_->contains(DiskTier::Kind::Block, h)) return;
-    model_->save_block(id, block_buf_.data());
-    disk_->put(DiskTier::Kind::Block, h, block_buf_.data(), block_bytes);
-  });
-  snapshots_->set_evict_hook([this, state_bytes](uint64_t h, const void* st) {
-    if (!disk_->contains(DiskTier::Kind::State, h)) disk_->put(DiskTier::Kind::State, h, st, state_bytes);
-  });
+  pool_->set_evict_hook([this](int32_t id, uint64_t h) { write_block_to_disk(id, h); });
+  snapshots_->set_evict_hook([this](uint64_t h, const void* st) { write_state_to_disk(h, st); });
   PrefixTierHooks t;
   t.has_block = [this, block_bytes](uint64_t h) {
     return block_bytes == 0 || disk_->contains(DiskTier::Kind::Block, h);
@@ -227,25 +221,26 @@ PrefixTierHooks Engine::open_disk_tier() {
   return t;
 }
 
+bool Engine::write_block_to_disk(int32_t id, uint64_t h) {
+  const size_t block_bytes = model_->kv_bytes_per_block(cfg_.block_size);
+  if (block_bytes == 0 || disk_->contains(DiskTier::Kind::Block, h)) return false;
+  model_->save_block(id, block_buf_.data());
+  disk_->put(DiskTier::Kind::Block, h, block_buf_.data(), block_bytes);
+  return true;
+}
+
+bool Engine::write_state_to_disk(uint64_t h, const void* state) {
+  if (disk_->contains(DiskTier::Kind::State, h)) return false;
+  disk_->put(DiskTier::Kind::State, h, state, model_->state_bytes_per_slot());
+  return true;
+}
+
 // At shutdown everything still cached goes to the disk, so the next start resumes warm.
 void Engine::flush_to_disk() {
   if (!disk_) return;
-  const size_t block_bytes = model_->kv_bytes_per_block(cfg_.block_size);
-  const size_t state_bytes = model_->state_bytes_per_slot();
   size_t blocks = 0, states = 0;
-  if (block_bytes > 0) {
-    pool_->for_each_published([&](int32_t id, uint64_t h) {
-      if (disk_->contains(DiskTier::Kind::Block, h)) return;
-      model_->save_block(id, block_buf_.data());
-      disk_->put(DiskTier::Kind::Block, h, block_buf_.data(), block_bytes);
-      ++blocks;
-    });
-  }
-  snapshots_->for_each([&](uint64_t h, const void* st) {
-    if (disk_->contains(DiskTier::Kind::State, h)) return;
-    disk_->put(DiskTier::Kind::State, h, st, state_bytes);
-    ++states;
-  });
+  pool_->for_each_published([&](int32_t id, uint64_t h) { blocks += write_block_to_disk(id, h); });
+  snapshots_->for_each([&](uint64_t h, const void* st) { states += write_state_to_disk(h, st); });
   spdlog::info("disk tier: wrote {} blocks and {} states at shutdown ({} entries, {:.3f} GiB)", blocks, states,
                disk_->entries(), double(disk_->bytes_used()) / double(1ull << 30));
 }

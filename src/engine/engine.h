@@ -85,6 +85,9 @@ class Engine {
   void save_snapshots(const StepPlan& plan);
   PrefixTierHooks open_disk_tier();
   void flush_to_disk();
+  // Copy a block or state to the disk unless it is there already; true when written.
+  bool write_block_to_disk(int32_t id, uint64_t hash);
+  bool write_state_to_disk(uint64_t hash, const void* state);
   bool is_stop_token(const Sequence& s, int32_t tok) const;
 
   std::unique_ptr<Model> model_;

@@ -92,13 +92,16 @@ void Scheduler::plan_chunk(Sequence* s, int n) {
   plan_.chunks.push_back(c);
   plan_.seqs.push_back(s);
   plan_.num_logits += c.num_logits;
+  // prefill_length() stops every chunk at the next snapshot point, so a point is either the
+  // chunk's end or still ahead.
   const int end = s->num_computed + n;
   auto& pts = s->snapshot_points;
-  for (; s->next_snapshot < pts.size() && pts[s->next_snapshot] <= end; ++s->next_snapshot) {
-    if (pts[s->next_snapshot] != end) continue;  // passed without stopping: cannot happen
+  if (s->next_snapshot < pts.size() && pts[s->next_snapshot] == end) {
+    ++s->next_snapshot;
     const uint64_t h = s->block_hashes[size_t(end / pool_.block_size() - 1)];
     if (!snapshots_->contains(h)) plan_.saves.push_back({s->slot, h});
   }
+  assert(s->next_snapshot >= pts.size() || pts[s->next_snapshot] > end);
 }
 
 int Scheduler::prefill_length(const Sequence& s, int budget) const {

@@ -47,6 +47,8 @@ class HybridModel final : public Model {
 
  private:
   size_t step_floats(int n, int logit_rows) const;
+  template <typename F>
+  void for_each_block_span(int block, F&& f) const;
 
   ModelConfig cfg_;
   std::string dir_;
@@ -242,28 +244,32 @@ void HybridModel::load_state(int slot, const void* src) {
 }
 
 // Block b of attention layer L: floats [b * bs * row_L, (b + 1) * bs * row_L) of its region.
-void HybridModel::save_block(int block, void* dst) const {
-  DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "save_block: bad block " + std::to_string(block));
+// Calls f(pointer, floats) for each attention layer in order: the layout of a saved block.
+template <typename F>
+void HybridModel::for_each_block_span(int block, F&& f) const {
+  DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "KV block " + std::to_string(block) + " outside the pool");
   const size_t bs = size_t(limits_.block_size), scale = bs * size_t(limits_.num_kv_blocks);
-  auto* out = static_cast<float*>(dst);
   for (const Layer& L : layers_) {
     if (L.kda) continue;
     const size_t row = L.mla ? L.mla->latent_dim() : L.gqa->kv_floats_per_token();
-    std::memcpy(out, kv_pool_.get() + L.kv_offset * scale + size_t(block) * bs * row, bs * row * sizeof(float));
-    out += bs * row;
+    f(kv_pool_.get() + L.kv_offset * scale + size_t(block) * bs * row, bs * row);
   }
 }
 
+void HybridModel::save_block(int block, void* dst) const {
+  auto* out = static_cast<float*>(dst);
+  for_each_block_span(block, [&](const float* p, size_t n) {
+    std::memcpy(out, p, n * sizeof(float));
+    out += n;
+  });
+}
+
 void HybridModel::load_block(int block, const void* src) {
-  DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "load_block: bad block " + std::to_string(block));
-  const size_t bs = size_t(limits_.block_size), scale = bs * size_t(limits_.num_kv_blocks);
   const auto* in = static_cast<const float*>(src);
-  for (const Layer& L : layers_) {
-    if (L.kda) continue;
-    const size_t row = L.mla ? L.mla->latent_dim() : L.gqa->kv_floats_per_token();
-    std::memcpy(kv_pool_.get() + L.kv_offset * scale + size_t(block) * bs * row, in, bs * row * sizeof(float));
-    in += bs * row;
-  }
+  for_each_block_span(block, [&](float* p, size_t n) {
+    std::memcpy(p, in, n * sizeof(float));
+    in += n;
+  });
 }
 
 }  // namespace

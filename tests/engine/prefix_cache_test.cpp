@@ -35,6 +35,12 @@ struct Fixture : testing::FakeEngine {
     EXPECT_EQ(c.tokens, model->reference_generate(prompt, max_tokens));
     return {c.tokens, s->cached_tokens()};
   }
+  // Blocks held once the engine has published its last step (the stream ends first).
+  int blocks_used_once_settled() {
+    for (int i = 0; i < 100 && engine->snapshot().kv_blocks_used != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return engine->snapshot().kv_blocks_used;
+  }
   double metric(const std::string& name) {
     for (auto& fam : engine->metrics().registry().Collect())
       if (fam.name == name && !fam.metric.empty())
@@ -173,10 +179,7 @@ TEST(PrefixCache, ConcurrentSessionsUnderASmallPoolStayExactAndReturnEveryBlock)
   EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
   EXPECT_GT(f.metric("deltaserve:prefix_cache_hits_total"), 0);
   EXPECT_GT(f.metric("deltaserve:prefix_cache_block_evictions_total"), 0);
-  // Wait for the engine to publish its last step.
-  for (int i = 0; i < 100 && f.engine->snapshot().kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(f.engine->snapshot().kv_blocks_used, 0);  // cached blocks are not "used"
+  EXPECT_EQ(f.blocks_used_once_settled(), 0);  // cached blocks are not "used"
 }
 
 TEST(PrefixCache, RefusesABadSnapshotInterval) {
@@ -247,9 +250,7 @@ void run_random_traffic(const EngineConfig& c) {
   EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
   EXPECT_GT(f.metric("deltaserve:prefix_cache_hits_total"), 0);
   EXPECT_GT(f.metric("deltaserve:state_snapshot_evictions_total"), 0);
-  for (int i = 0; i < 100 && f.engine->snapshot().kv_blocks_used != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(f.engine->snapshot().kv_blocks_used, 0);
+  EXPECT_EQ(f.blocks_used_once_settled(), 0);
   std::printf("random traffic: %d completed, %d cancelled, %.0f of %.0f prompt tokens cached, %.0f disk loads\n",
               completed, cancelled, f.metric("deltaserve:prefix_cache_hits_total"),
               f.metric("deltaserve:prefix_cache_queries_total"), f.metric("deltaserve:disk_tier_loads_total"));
