@@ -1,7 +1,11 @@
 // An in-process server for integration tests: FakeModel engine + trained test tokenizer +
 // HttpServer on a free loopback port, and small HTTP/SSE client helpers.
 #pragma once
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -19,6 +23,21 @@
 namespace ds::testing {
 
 using nlohmann::json;
+
+// A loopback port that was free a moment ago, for a server process a test starts.
+inline int free_port() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  ::close(s);
+  return port;
+}
 
 inline const Tokenizer& test_tokenizer() {
   static const Tokenizer tok = [] {

@@ -66,19 +66,6 @@ Timed timed_stream(int port, const std::vector<int>& prompt, int n) {
   return out;
 }
 
-int pick_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  ::close(s);
-  return port;
-}
-
 TEST(ServeBenchmark, DISABLED_DecodeThroughput) {
   const char* model = std::getenv("DS_BENCH_MODEL");
   if (!model) GTEST_SKIP() << "set DS_BENCH_MODEL to a model directory";
@@ -92,7 +79,7 @@ TEST(ServeBenchmark, DISABLED_DecodeThroughput) {
   const int nnew = std::getenv("DS_BENCH_NEW") ? std::atoi(std::getenv("DS_BENCH_NEW")) : 256;
   const std::string threads = std::getenv("DS_BENCH_THREADS") ? std::getenv("DS_BENCH_THREADS") : "0";
   const int maxc = *std::max_element(conc.begin(), conc.end());
-  const int port = pick_port();
+  const int port = free_port();
   pid_t pid = fork();
   if (pid == 0) {
     const std::string ps = std::to_string(port), ms = std::to_string(maxc);
