@@ -50,7 +50,8 @@ json server_facts(const json& models, const MetricSamples& metrics) {
   f["served_models"] = names;
   for (const char* key : {"max_model_len", "vocab_size", "build", "version", "kernel_isa"})
     if (const json* v = find_key(models, key)) f[key] = *v;
-  // Synthetic acceptance must be visible in every result it touched (DESIGN.md section 6).
+  // Synthetic acceptance (acceptance lengths taken from a curve, not measured) must be visible in
+  // every result it touched, so such figures are never read as measured speedups.
   bool synthetic = false;
   if (const json* v = find_key(models, "synthetic_acceptance"))
     synthetic = v->is_boolean() ? v->get<bool>() : (v->is_number() ? v->get<double>() > 0 : !v->is_null());

@@ -13,7 +13,7 @@ uint64_t block_hash_seed(std::span<const uint64_t> identity) {
   return XXH64(identity.data(), identity.size_bytes(), 0x64656c7461736576ull);  // "deltasev"
 }
 
-void extend_block_hashes(uint64_t seed, const std::vector<int32_t>& tokens, int block_size,
+void extend_block_hashes(uint64_t seed, std::span<const int32_t> tokens, int block_size,
                          std::vector<uint64_t>* hashes) {
   const size_t full = tokens.size() / size_t(block_size);
   for (size_t i = hashes->size(); i < full; ++i) {

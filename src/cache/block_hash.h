@@ -19,7 +19,7 @@ uint64_t block_hash_seed(std::span<const uint64_t> identity);
 
 // Extends hashes (the chain of tokens' leading full blocks, as far as already computed) to
 // cover every full block of tokens. Tokens only ever grow at the end, so earlier entries stay.
-void extend_block_hashes(uint64_t seed, const std::vector<int32_t>& tokens, int block_size,
+void extend_block_hashes(uint64_t seed, std::span<const int32_t> tokens, int block_size,
                          std::vector<uint64_t>* hashes);
 
 }  // namespace ds

@@ -1,4 +1,4 @@
-// The disk tier behind the KV pool and the state snapshots (DESIGN.md section 4): what they
+// The disk tier behind the KV pool and the state snapshots (docs/prefix-cache.md): what they
 // evict is written here, keyed by its chained block hash, and read back when a later prompt
 // needs it. One file per entry with a checksummed header; the folder is indexed at start-up, so
 // the cache survives a restart. A missing, truncated or corrupt entry is a miss (and is

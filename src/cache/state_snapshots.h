@@ -1,7 +1,7 @@
 // Saved recurrent state (every KDA layer's recurrent + conv state of one sequence) at block
 // boundaries, keyed by the chained hash of the block that ends there. Attention KV alone cannot
 // resume a hybrid model: a prompt resumes at a cached boundary only when this store also holds
-// the state there (DESIGN.md section 5).
+// the state there (docs/prefix-cache.md).
 //
 // A fixed number of equal buffers sized at start-up, reused least recently used first, so
 // saving in the step loop never allocates. A model without recurrent layers has 0-byte

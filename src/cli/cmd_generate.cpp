@@ -1,4 +1,4 @@
-// deltaserve generate: one prompt through the model, measuring prefill and decode speed.
+// deltaserve generate: one prompt through the engine, measuring prefill and decode speed.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "cli/command.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
-#include "kernels/sampling.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -53,7 +53,8 @@ std::vector<int32_t> parse_ids(const std::string& s) {
 int run(const GenerateOptions& o) {
   using clock = std::chrono::steady_clock;
   auto model = Model::load(o.model, o.threads);
-  const ModelConfig& cfg = model->config();
+  const ModelConfig cfg = model->config();
+  const size_t decode_weight_bytes = model->decode_weight_bytes(), weights_bytes = model->weights_bytes();
   std::optional<Tokenizer> tok;
   if (std::filesystem::exists(o.model + "/tokenizer.json")) tok = Tokenizer::load(o.model + "/tokenizer.json");
   std::vector<int32_t> prompt;
@@ -69,76 +70,64 @@ int run(const GenerateOptions& o) {
              "prompt token id " + std::to_string(t) + " outside [0, " + std::to_string(cfg.vocab_size) + ")");
   DS_CHECK(o.max_tokens >= 0, "--max-tokens must be >= 0");
 
-  RuntimeLimits lim;
-  lim.max_seqs = 1;
-  lim.max_batch_tokens = std::max(1, std::min(int(prompt.size()), o.prefill_chunk));
-  lim.max_logit_rows = 1;
-  lim.block_size = 64;
-  lim.num_kv_blocks = int((prompt.size() + size_t(o.max_tokens) + 63) / 64) + 1;
-  model->allocate(lim);
-  std::vector<int32_t> table(static_cast<size_t>(lim.num_kv_blocks));
-  for (int i = 0; i < lim.num_kv_blocks; ++i) table[size_t(i)] = i;
-  std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
+  // One sequence through the engine: the same chunked prefill, sampling and stop handling as
+  // `serve`. --max-tokens 0 measures the prefill alone (its one sampled token is dropped).
+  const int new_tokens = std::max(1, o.max_tokens);
+  EngineConfig ec;
+  ec.max_num_seqs = 1;
+  ec.max_num_batched_tokens = std::max(1, std::min(int(prompt.size()), o.prefill_chunk));
+  ec.max_model_len = int(prompt.size()) + new_tokens;
+  ec.num_kv_blocks = (ec.max_model_len + ec.block_size - 1) / ec.block_size + 1;
+  ec.threads = o.threads;
+  ec.prefix.enabled = false;
+  Engine engine(std::move(model), ec);
 
-  auto step = [&](const int32_t* toks, int n, int start) {
-    SeqChunk sc;
-    sc.slot = 0;
-    sc.block_table = table.data();
-    sc.start_pos = start;
-    sc.num_tokens = n;
-    sc.token_offset = 0;
-    sc.num_logits = 1;
-    ForwardBatch b{std::span<const int32_t>(toks, size_t(n)), std::span<const SeqChunk>(&sc, 1)};
-    model->forward(b, logits.data());
-  };
-  const auto t0 = clock::now();
-  for (size_t p = 0; p < prompt.size(); p += size_t(lim.max_batch_tokens)) {
-    const int n = int(std::min(prompt.size() - p, size_t(lim.max_batch_tokens)));
-    step(prompt.data() + p, n, int(p));
-  }
-  const double prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
+  Request req;
+  req.prompt = prompt;
+  req.max_tokens = new_tokens;
+  req.ignore_eos = o.ignore_eos;
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_k = o.top_k;
+  req.sampling.top_p = o.top_p;
+  req.sampling.min_p = o.min_p;
+  req.sampling.seed = o.seed;
+  req.logprobs = o.top_logprobs > 0 ? o.top_logprobs : -1;
 
-  SamplingParams sp;
-  sp.temperature = o.temperature;
-  sp.top_k = o.top_k;
-  sp.top_p = o.top_p;
-  sp.min_p = o.min_p;
-  sp.seed = o.seed;
-  Rng rng(o.seed);
-  Sampler sampler(cfg.vocab_size);
   std::vector<int32_t> out;
   nlohmann::json top = nlohmann::json::array();
-  std::vector<std::pair<int32_t, float>> tl;
-  StreamDecoder* stream = nullptr;
-  std::optional<StreamDecoder> sd;
-  if (tok && !o.json) {
-    sd.emplace(*tok);
-    stream = &*sd;
+  std::optional<StreamDecoder> stream;
+  if (tok && !o.json) stream.emplace(*tok);
+  const auto t0 = clock::now();
+  auto rs = engine.submit(std::move(req));
+  clock::time_point first{}, last{};
+  StreamBatch b;
+  for (;;) {
+    rs->wait(std::chrono::milliseconds(100), &b);
+    const auto now = clock::now();
+    for (const TokenOutput& t : b.tokens) {
+      if (out.empty()) first = now;
+      last = now;
+      if (int(out.size()) >= o.max_tokens) continue;  // --max-tokens 0: prefill only
+      out.push_back(t.token);
+      if (o.top_logprobs > 0) {
+        nlohmann::json row = nlohmann::json::array();
+        for (auto& [id, lp] : t.top) row.push_back({id, lp});
+        top.push_back(row);
+      }
+      if (stream) std::cout << stream->push(t.token) << std::flush;
+    }
+    const bool seen_first = first != clock::time_point{};
+    b.tokens.clear();
+    if (b.finished) {
+      DS_CHECK(b.reason != FinishReason::Error, "generate: " + b.error);
+      if (!seen_first) first = last = now;
+      break;
+    }
   }
-  const auto t1 = clock::now();
-  int decode_steps = 0;
-  int pos = int(prompt.size());
-  for (int i = 0; i < o.max_tokens; ++i) {
-    if (i > 0) {
-      step(&out.back(), 1, pos++);
-      ++decode_steps;
-    }
-    const int32_t next = sampler.sample(logits.data(), cfg.vocab_size, sp, rng);
-    if (o.top_logprobs > 0) {
-      sampler.top_logprobs(logits.data(), cfg.vocab_size, o.top_logprobs, &tl);
-      nlohmann::json row = nlohmann::json::array();
-      for (auto& [id, lp] : tl) row.push_back({id, lp});
-      top.push_back(row);
-    }
-    out.push_back(next);
-    if (stream) {
-      std::cout << stream->push(next) << std::flush;
-    }
-    const bool eos = std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), next) != cfg.eos_token_ids.end();
-    if (eos && !o.ignore_eos) break;
-  }
-  const double decode_s = std::chrono::duration<double>(clock::now() - t1).count();
-  const double decode_tps = decode_steps > 0 ? decode_steps / decode_s : 0.0;
+  const double prefill_s = std::chrono::duration<double>(first - t0).count();
+  const int decode_steps = std::max(0, int(out.size()) - 1);
+  const double decode_s = std::chrono::duration<double>(last - first).count();
+  const double decode_tps = decode_steps > 0 && decode_s > 0 ? decode_steps / decode_s : 0.0;
   if (o.json) {
     nlohmann::json j;
     j["prompt_tokens"] = prompt.size();
@@ -146,9 +135,9 @@ int run(const GenerateOptions& o) {
     j["text"] = tok ? tok->decode(out) : "";
     j["prefill_tokens_per_s"] = prefill_s > 0 ? double(prompt.size()) / prefill_s : 0.0;
     j["decode_tokens_per_s"] = decode_tps;
-    j["weights_bytes"] = model->weights_bytes();
-    j["decode_weight_bytes"] = model->decode_weight_bytes();
-    j["decode_read_gb_per_s"] = double(model->decode_weight_bytes()) * decode_tps / 1e9;
+    j["weights_bytes"] = weights_bytes;
+    j["decode_weight_bytes"] = decode_weight_bytes;
+    j["decode_read_gb_per_s"] = double(decode_weight_bytes) * decode_tps / 1e9;
     j["isa"] = isa_name(active_isa());
     j["threads"] = o.threads;
     if (o.top_logprobs > 0) j["top_logprobs"] = top;
@@ -158,7 +147,7 @@ int run(const GenerateOptions& o) {
     std::cout << "\n";
     spdlog::info("prefill {} tokens at {:.1f} tok/s; decode {} tokens at {:.1f} tok/s ({:.2f} GB/s of weights)",
                  prompt.size(), prompt.size() / prefill_s, decode_steps, decode_tps,
-                 double(model->decode_weight_bytes()) * decode_tps / 1e9);
+                 double(decode_weight_bytes) * decode_tps / 1e9);
   }
   return 0;
 }

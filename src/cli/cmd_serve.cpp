@@ -62,10 +62,10 @@ int run_serve(const ServeArgs& a) {
   const EngineConfig& c = engine.config();
   spdlog::info("engine: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, {} KV blocks of {} tokens ({:.3f} GiB)",
                c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, c.num_kv_blocks, c.block_size, c.kv_pool_gb);
-  if (c.enable_prefix_caching)
+  if (c.prefix.enabled)
     spdlog::info("prefix cache: on, {} state snapshots ({:.3f} GiB), snapshot every {} blocks{}",
-                 c.num_state_snapshots, c.state_cache_gb, c.state_snapshot_interval,
-                 c.decode_snapshots ? " and at decode block boundaries" : "");
+                 c.prefix.num_state_snapshots, c.prefix.state_cache_gb, c.prefix.snapshot_interval,
+                 c.prefix.decode_snapshots ? " and at decode block boundaries" : "");
   else
     spdlog::info("prefix cache: off");
 
@@ -121,18 +121,18 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--block-size", a->engine.block_size, "Tokens per KV block (the prefix cache's granularity)")
       ->capture_default_str();
-  cmd->add_flag("!--no-prefix-caching", a->engine.enable_prefix_caching,
+  cmd->add_flag("!--no-prefix-caching", a->engine.prefix.enabled,
                 "Turn off prefix caching (cached KV blocks and recurrent-state snapshots)");
-  cmd->add_option("--state-snapshot-interval", a->engine.state_snapshot_interval,
+  cmd->add_option("--state-snapshot-interval", a->engine.prefix.snapshot_interval,
                   "Blocks between recurrent-state snapshots in a prefill (0: prompt ends and branch points only)")
       ->capture_default_str();
-  cmd->add_option("--state-cache-gb", a->engine.state_cache_gb,
+  cmd->add_option("--state-cache-gb", a->engine.prefix.state_cache_gb,
                   "Memory for recurrent-state snapshots, GiB (0: as much as the KV pool, at least 1; at most 4)")
       ->capture_default_str();
-  cmd->add_option("--disk-tier-dir", a->engine.disk_tier_dir,
+  cmd->add_option("--disk-tier-dir", a->engine.prefix.disk_tier_dir,
                   "Folder for the disk tier behind the prefix cache: evicted blocks and states, and all of it at shutdown");
-  cmd->add_option("--disk-tier-gb", a->engine.disk_tier_gb, "Disk tier budget, GiB")->capture_default_str();
-  cmd->add_flag("!--no-decode-snapshots", a->engine.decode_snapshots,
+  cmd->add_option("--disk-tier-gb", a->engine.prefix.disk_tier_gb, "Disk tier budget, GiB")->capture_default_str();
+  cmd->add_flag("!--no-decode-snapshots", a->engine.prefix.decode_snapshots,
                 "Cache only what prefill computes, not the blocks decode fills or the state there: the next turn resumes at its prompt's end, and every reused value is bit-identical to recomputing it");
   cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
   cmd->add_option("--max-waiting", a->engine.max_waiting, "Queued requests before 503 + Retry-After")

@@ -1,29 +1,21 @@
-// The engine: one thread that owns the model, the KV block pool and all sequences, and runs the
-// step loop (schedule, forward, sample, stream, finish). HTTP threads only submit requests and
-// read their streams.
+// The engine as the server sees it: submit a request and read its stream, the settings it runs
+// with, its metrics and a snapshot of its counts. Behind it one thread owns the model, the
+// prefix cache and every sequence, and runs the step loop (engine/engine_loop.h); nothing of
+// the model, the cache or the scheduler shows through this header.
 #pragma once
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <string>
-#include <thread>
-#include <vector>
 
-#include "cache/block_pool.h"
-#include "cache/disk_tier.h"
-#include "cache/state_snapshots.h"
 #include "core/error.h"
 #include "engine/engine_config.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
-#include "engine/scheduler.h"
-#include "kernels/sampling.h"
-#include "model/model.h"
 
 namespace ds {
+
+class Model;
+class EngineLoop;
 
 // submit() refuses with these; the server maps them to HTTP statuses.
 class EngineBusy : public Error {  // waiting queue at its bound: 503 + Retry-After
@@ -68,65 +60,18 @@ class Engine {
   void stop();
 
   // True while the engine thread is running its loop (for /health).
-  bool alive() const { return alive_.load(); }
+  bool alive() const;
   // Requests submitted and not yet finished (for draining).
-  int in_flight() const { return in_flight_.load(); }
+  int in_flight() const;
   EngineSnapshot snapshot() const;
 
-  const EngineConfig& config() const { return cfg_; }
-  const ModelConfig& model_config() const { return model_->config(); }
-  EngineMetrics& metrics() { return metrics_; }
+  // The settings as resolved at start-up (derived sizes filled in).
+  const EngineConfig& config() const;
+  int vocab_size() const;
+  EngineMetrics& metrics();
 
  private:
-  void loop();
-  void step();
-  void finish(std::unique_ptr<Sequence> seq, FinishReason reason, const std::string& error = {});
-  void fail_all(const std::string& error);
-  void save_snapshots(const StepPlan& plan);
-  PrefixTierHooks open_disk_tier();
-  void flush_to_disk();
-  // Copy a block or state to the disk unless it is there already; true when written.
-  bool write_block_to_disk(int32_t id, uint64_t hash);
-  bool write_state_to_disk(uint64_t hash, const void* state);
-  bool is_stop_token(const Sequence& s, int32_t tok) const;
-
-  std::unique_ptr<Model> model_;
-  EngineConfig cfg_;
-  EngineMetrics metrics_;
-  int vocab_ = 0;
-
-  // Submission queue: HTTP threads push, the engine thread drains each step.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<Sequence>> incoming_;
-  // The scheduler's waiting queue as of its last step; submit() adds incoming_ to it and
-  // refuses at max_waiting.
-  std::atomic<int> waiting_{0};
-  std::atomic<int> in_flight_{0};
-  std::atomic<bool> closed_{false};
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> cancel_all_{false};
-  std::atomic<bool> alive_{false};
-  uint64_t next_id_ = 1;
-
-  // Engine-thread state.
-  std::unique_ptr<BlockPool> pool_;
-  std::unique_ptr<StateSnapshots> snapshots_;  // null when prefix caching is off
-  std::unique_ptr<DiskTier> disk_;             // null without --disk-tier-dir
-  std::vector<std::byte> block_buf_;           // one KV block on its way to or from the disk
-  std::unique_ptr<Scheduler> scheduler_;
-  Sampler sampler_;
-  std::vector<float> logits_;
-  std::vector<int32_t> sampled_;
-  std::vector<float> sampled_logprob_;
-  std::vector<std::unique_ptr<Sequence>> scratch_;
-  std::vector<std::pair<int32_t, float>> top_;
-
-  // Published for snapshot() from other threads.
-  std::atomic<int> snap_running_{0}, snap_kv_used_{0}, snap_cached_{0}, snap_snapshots_{0};
-  std::atomic<uint64_t> steps_{0};
-
-  std::thread thread_;
+  std::unique_ptr<EngineLoop> loop_;
 };
 
 }  // namespace ds

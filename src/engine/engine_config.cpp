@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/model.h"
 
 namespace ds {
 
@@ -61,7 +62,7 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
       // auto takes at least kAutoCacheFloorGb: reuse across agentic turns needs room for many
       // sessions' histories, not just the running ones.
       double want = double(need_blocks) * double(c->max_num_seqs) * double(per_block);
-      if (c->enable_prefix_caching) want = std::max(want, kAutoCacheFloorGb * double(1ull << 30));
+      if (c->prefix.enabled) want = std::max(want, kAutoCacheFloorGb * double(1ull << 30));
       c->kv_pool_gb = std::min(want, kAutoPoolCapGb * double(1ull << 30)) / double(1ull << 30);
     }
     if (per_block == 0) {
@@ -84,22 +85,15 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
          std::to_string(c->max_model_len) + " sequence (" + std::to_string(need_blocks) + " blocks)");
   }
 
-  if (!c->disk_tier_dir.empty()) {
-    if (!c->enable_prefix_caching) fail("--disk-tier-dir needs prefix caching, but --no-prefix-caching is set");
-    if (!(c->disk_tier_gb > 0) || !std::isfinite(c->disk_tier_gb))
-      fail("--disk-tier-gb must be a positive number, got " + num(c->disk_tier_gb));
-  }
-  if (c->state_snapshot_interval < 0)
-    fail("--state-snapshot-interval must be 0 (prompt ends only) or a number of blocks, got " +
-         std::to_string(c->state_snapshot_interval));
+  validate_prefix_cache_options(c->prefix);
   const size_t state_bytes = model.state_bytes_per_slot();
-  if (!c->enable_prefix_caching || state_bytes == 0) {
-    c->num_state_snapshots = 0;
-    if (state_bytes == 0) c->state_cache_gb = 0;
-  } else if (c->num_state_snapshots < 0) {
-    if (!(c->state_cache_gb >= 0) || !std::isfinite(c->state_cache_gb))
-      fail("--state-cache-gb must be a positive number (or 0 for auto), got " + num(c->state_cache_gb));
-    double bytes = c->state_cache_gb * double(1ull << 30);
+  if (!c->prefix.enabled || state_bytes == 0) {
+    c->prefix.num_state_snapshots = 0;
+    if (state_bytes == 0) c->prefix.state_cache_gb = 0;
+  } else if (c->prefix.num_state_snapshots < 0) {
+    if (!(c->prefix.state_cache_gb >= 0) || !std::isfinite(c->prefix.state_cache_gb))
+      fail("--state-cache-gb must be a positive number (or 0 for auto), got " + num(c->prefix.state_cache_gb));
+    double bytes = c->prefix.state_cache_gb * double(1ull << 30);
     if (bytes == 0) {
       // A resume needs the state as well as the KV, and a state costs as much as many blocks
       // (deltacoder: 168 KiB against 28 KiB a block), so it gets as much memory as the pool.
@@ -109,12 +103,12 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
     }
     const double n = std::floor(bytes / double(state_bytes));
     if (n < 1)
-      fail("--state-cache-gb " + num(c->state_cache_gb) + " holds no state snapshot of " +
+      fail("--state-cache-gb " + num(c->prefix.state_cache_gb) + " holds no state snapshot of " +
            std::to_string(state_bytes) + " bytes; use --state-cache-gb >= " + gb(double(state_bytes)) +
            " or --no-prefix-caching");
     // A snapshot is only of use where its prefix's blocks are cached: never more than blocks.
-    c->num_state_snapshots = int(std::min(n, double(c->num_kv_blocks)));
-    c->state_cache_gb = double(c->num_state_snapshots) * double(state_bytes) / double(1ull << 30);
+    c->prefix.num_state_snapshots = int(std::min(n, double(c->num_kv_blocks)));
+    c->prefix.state_cache_gb = double(c->prefix.num_state_snapshots) * double(state_bytes) / double(1ull << 30);
   }
 }
 

@@ -4,9 +4,12 @@
 #include <cstdint>
 #include <string>
 
-#include "model/model.h"
+#include "cache/prefix_cache_options.h"
 
 namespace ds {
+
+class Model;
+struct RuntimeLimits;
 
 inline constexpr double kAutoPoolCapGb = 4.0;
 // With prefix caching, auto sizing gives the KV pool and the state snapshots at least this.
@@ -24,20 +27,8 @@ struct EngineConfig {
   int block_size = 64;
   int num_kv_blocks = 0;       // 0: derived from kv_pool_gb; tests set it directly
 
-  // Prefix caching (DESIGN.md section 5): cached KV blocks plus recurrent-state snapshots.
-  bool enable_prefix_caching = true;
-  int state_snapshot_interval = 8;   // blocks between prefill snapshots (0: prompt ends only)
-  // Cache what decode computes: the state each time decode fills a block, and that block.
-  // Off: only prefill results are reused, each bit-identical to recomputing it.
-  bool decode_snapshots = true;
-  // Memory for state snapshots. 0: auto, the KV pool's bytes (at least kAutoCacheFloorGb and 2 per sequence)
-  // and capped at kAutoPoolCapGb. Ignored for a model without recurrent layers.
-  double state_cache_gb = 0;
-  int num_state_snapshots = -1;      // -1: derived from state_cache_gb; tests set it directly
-  // The disk tier behind the pool and the snapshots: evicted blocks and states go there, and
-  // everything cached is written there at shutdown, so a restart starts warm. Empty: no tier.
-  std::string disk_tier_dir;
-  double disk_tier_gb = 16;
+  // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, the disk tier.
+  PrefixCacheOptions prefix;
 };
 
 // Fills derived values (max_model_len default, num_kv_blocks) and checks every rule against

@@ -81,16 +81,6 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                            "Prompt tokens looked up in the prefix cache (once per request)");
   prefix_hits = counter("deltaserve:prefix_cache_hits_total",
                         "Prompt tokens found in the prefix cache: KV blocks and recurrent state");
-  snapshot_saves = counter("deltaserve:state_snapshot_saves_total",
-                           "Recurrent-state snapshots saved at block boundaries");
-  snapshot_restores = counter("deltaserve:state_snapshot_restores_total",
-                              "Recurrent-state snapshots loaded to resume a prompt");
-  snapshot_evictions = counter("deltaserve:state_snapshot_evictions_total",
-                               "State snapshots evicted to make room (least recently used)");
-  block_evictions = counter("deltaserve:prefix_cache_block_evictions_total",
-                            "Cached KV blocks evicted to make room (least recently released)");
-  disk_tier_loads = counter("deltaserve:disk_tier_loads_total",
-                            "KV blocks and state snapshots read back from the disk tier to resume a prompt");
   cached_blocks = gauge("deltaserve:prefix_cache_blocks", "KV blocks findable by their prefix hash");
   snapshots_held = gauge("deltaserve:state_snapshots", "State snapshots held");
   finished = &BuildCounter()
@@ -109,6 +99,10 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
 void EngineMetrics::request_error(const std::string& kind) {
   std::lock_guard<std::mutex> lock(errors_mu_);
   errors->Add({{"kind", kind}}).Increment();
+}
+
+prometheus::Counter* EngineMetrics::add_counter(const std::string& name, const std::string& help) {
+  return &prometheus::BuildCounter().Name("deltaserve:" + name).Help(help).Register(*registry_).Add({});
 }
 
 }  // namespace ds

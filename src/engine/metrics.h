@@ -24,6 +24,8 @@ class EngineMetrics {
   // Kinds: invalid_request, authentication, not_found, queue_full, shutting_down, engine,
   // internal. A counter per kind is created on first use.
   void request_error(const std::string& kind);
+  // A counter named deltaserve:<name> (the cache's own counts, described by the cache).
+  prometheus::Counter* add_counter(const std::string& name, const std::string& help);
 
   prometheus::Gauge* requests_running;
   prometheus::Gauge* requests_waiting;
@@ -40,11 +42,6 @@ class EngineMetrics {
   // Prefix cache (token counts, as vLLM's prefix_cache_{queries,hits}).
   prometheus::Counter* prefix_queries;
   prometheus::Counter* prefix_hits;
-  prometheus::Counter* snapshot_saves;
-  prometheus::Counter* snapshot_restores;
-  prometheus::Counter* snapshot_evictions;  // mirrored from the store each step
-  prometheus::Counter* block_evictions;     // mirrored from the pool each step
-  prometheus::Counter* disk_tier_loads;     // blocks and states read back from the disk tier
   prometheus::Gauge* cached_blocks;
   prometheus::Gauge* snapshots_held;
   prometheus::Family<prometheus::Counter>* finished;  // label: finish_reason

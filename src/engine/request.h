@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/sampling.h"
+#include "engine/sampling_params.h"
 
 namespace ds {
 

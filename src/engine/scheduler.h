@@ -11,28 +11,18 @@
 // Admission reserves blocks for the whole prompt so a prefill never stalls half-way; decode
 // grows one block at a time. The scheduler owns the sequences; the engine runs the plan.
 //
-// Prefix caching (DESIGN.md section 5). At admission a sequence resumes from the deepest block
-// boundary whose KV blocks are all cached in the pool and whose recurrent state is in the
-// snapshot store, leaving at least one token to compute; its state is restored into its slot
-// before the step's forward. Prefill chunks end on block boundaries, and at every point where
-// a snapshot is wanted (the prompt's end aligned down to a block, the point where the cached
-// KV runs out but no state was saved - a branch point that the next prompt sharing this prefix
-// will want - and every snapshot_interval blocks); the engine saves the state there after the
-// forward. Decode saves one when it fills a block. Full blocks are published as they complete
-// (those decode fills only with decode snapshots on).
-//
-// Chunks always end on block boundaries (unless the budget is smaller than a block) whether
-// the cache is on or not: the chunked KDA form then sees the same 64-token pieces whatever was
-// cached, so a state restored from a prefill snapshot is bit-identical to recomputing it.
+// Prefix caching (docs/prefix-cache.md) is the cache's (cache/prefix_cache.h): at admission the
+// scheduler asks it where the prompt resumes and claims the state to restore into the slot;
+// each prefill chunk ends where the cache wants a snapshot; decode rows ask whether they fill a
+// block; after the forward the cache publishes the full blocks. The plan carries the restores
+// and saves, which the engine runs around the forward.
 #pragma once
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <vector>
 
-#include "cache/block_pool.h"
-#include "cache/state_snapshots.h"
+#include "cache/prefix_cache.h"
 #include "engine/sequence.h"
 #include "model/model.h"
 
@@ -42,23 +32,6 @@ struct SchedulerLimits {
   int max_num_seqs = 8;
   int max_num_batched_tokens = 2048;
   int max_model_len = 4096;
-};
-
-struct PrefixCacheSettings {
-  bool enabled = false;
-  int snapshot_interval = 8;  // blocks between prefill snapshots; 0: only the points above
-  bool decode_snapshots = true;
-  uint64_t seed = 0;          // chain seed naming the model (cache/block_hash.h)
-};
-
-// A slower tier behind the pool and the snapshot store (the engine wires these to the disk
-// tier). The loads run during scheduling and return false for an entry that turned out
-// unreadable, which the tier has then forgotten.
-struct PrefixTierHooks {
-  std::function<bool(uint64_t hash)> has_block, has_state;
-  std::function<bool(int32_t block, uint64_t hash)> load_block;  // into the model's block
-  std::function<bool(uint64_t hash)> load_state;                 // into the snapshot store
-  bool enabled() const { return bool(has_block); }
 };
 
 // A saved state to load into a slot before the forward, and one to save after it.
@@ -88,9 +61,7 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  // snapshots may be null when prefix caching is off.
-  Scheduler(const SchedulerLimits& limits, BlockPool& pool, StateSnapshots* snapshots = nullptr,
-            PrefixCacheSettings prefix = {}, PrefixTierHooks tier = {});
+  Scheduler(const SchedulerLimits& limits, PrefixCache& cache);
 
   void add(std::unique_ptr<Sequence> seq);  // joins the back of the waiting queue
 
@@ -101,7 +72,7 @@ class Scheduler {
 
   const StepPlan& schedule();
   // After the forward: every planned chunk's tokens are now in the model's cache and state.
-  // Publishes the blocks that became full.
+  // The cache publishes the blocks that became full.
   void commit_step();
   // Removes a running sequence that is done, freeing its blocks and slot.
   std::unique_ptr<Sequence> finish(Sequence* seq);
@@ -115,24 +86,16 @@ class Scheduler {
   void preempt_newest();
   void release(Sequence& s);
   void plan_chunk(Sequence* s, int num_tokens);
-  // Tokens of s's prefill to feed this step within budget: up to the next snapshot point,
-  // else down to a block boundary.
+  // Tokens of s's prefill to feed this step within budget: up to the cache's next snapshot
+  // point, else down to a block boundary.
   int prefill_length(const Sequence& s, int budget) const;
-  // Looks up the cached prefix (pool and snapshot store first, then the tier), takes its
-  // blocks (loading those only the tier has) and plans the snapshot points. Returns the resume
-  // position (tokens already in cache and state), or -1 when the pool has no room for the
-  // blocks to load (s then holds nothing).
-  int resume_from_cache(Sequence* s);
-  bool block_cached(uint64_t h) const;
-  bool state_cached(uint64_t h) const;
-  void plan_snapshot_points(Sequence* s, int resume_blocks, int kv_blocks);
-  void plan_decode_snapshot(Sequence* s);
+  // Admits the head of the waiting queue if the pool has room for its whole prompt (after the
+  // cached prefix); false leaves it waiting, holding nothing.
+  bool admit_head(int budget);
 
   SchedulerLimits limits_;
-  BlockPool& pool_;
-  StateSnapshots* snapshots_;
-  PrefixCacheSettings prefix_;
-  PrefixTierHooks tier_;
+  PrefixCache& cache_;
+  BlockPool& pool_;  // the cache's
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order: newest last
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<int32_t> free_slots_;

@@ -5,9 +5,10 @@
 #include <memory>
 #include <vector>
 
+#include "cache/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
-#include "kernels/sampling.h"
+#include "engine/sampling_params.h"
 
 namespace ds {
 
@@ -22,17 +23,7 @@ struct Sequence {
   std::vector<int32_t> blocks;
   int32_t slot = -1;
 
-  // Prefix cache. Chained hashes of the leading full blocks of `tokens` (extended as blocks
-  // fill); blocks[0, num_published) are findable in the pool.
-  std::vector<uint64_t> block_hashes;
-  int num_published = 0;
-  // Positions, ascending and beyond num_computed, where a prefill chunk must end so the state
-  // can be saved there (prompt end aligned down to a block, branch points, intervals).
-  std::vector<int32_t> snapshot_points;
-  size_t next_snapshot = 0;
-  // The latest decode-boundary snapshot this sequence saved, superseded by its next one.
-  uint64_t decode_snapshot = 0;
-  bool has_decode_snapshot = false;
+  PrefixCursor prefix;  // this sequence's place in the prefix cache
   // Prompt tokens found in the prefix cache at the first admission (-1: not admitted yet).
   int num_cached_tokens = -1;
   Rng rng;

@@ -1,5 +1,5 @@
 // Attention over a paged KV cache for one query token, with the context split into partitions
-// whose partial outputs merge exactly by log-sum-exp (DESIGN.md section 3). The same merge
+// whose partial outputs merge exactly by log-sum-exp (docs/model-format.md, Numerics). The same merge
 // serves partitions on one thread, threads, and decode-context-parallel ranks.
 //
 // MLA decode runs through the same kernel: with kv_b_proj absorbed into the query, every head

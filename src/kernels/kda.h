@@ -1,4 +1,4 @@
-// Kimi Delta Attention numerics for one head (DESIGN.md section 3): the per-token recurrence
+// Kimi Delta Attention numerics for one head (docs/model-format.md, Numerics): the per-token recurrence
 // used by decode, and the chunked (WY) form used by prefill. The recurrence is the reference;
 // tests hold the chunked form to it.
 //

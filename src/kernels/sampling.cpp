@@ -7,35 +7,10 @@
 namespace ds {
 
 namespace {
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 // NaN logits (a numerics bug upstream) must not poison sampling: they are treated as -inf, the
 // same as masked tokens.
 bool usable(float l) { return l > -std::numeric_limits<float>::infinity(); }
 }  // namespace
-
-void Rng::reseed(uint64_t seed) {
-  uint64_t x = seed;
-  for (auto& s : s_) s = splitmix64(x);
-}
-
-uint64_t Rng::next() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
 
 Sampler::Sampler(int vocab) { ensure(vocab); }
 
@@ -76,7 +51,7 @@ void Sampler::sort_prefix(int n, int k) {
   std::sort(c, c + std::min(k, n), before);
 }
 
-int32_t Sampler::sample(const float* logits, int vocab, const SamplingParams& p, Rng& rng,
+int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p, double uniform,
                         float* logprob) {
   if (p.greedy()) {
     int32_t tok = argmax(logits, vocab);
@@ -139,7 +114,7 @@ int32_t Sampler::sample(const float* logits, int vocab, const SamplingParams& p,
   }
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += weight(cand_[size_t(i)].logit);
-  const double u = rng.uniform() * sum;
+  const double u = uniform * sum;
   double cum = 0;
   int chosen = n - 1;  // if rounding leaves u beyond the last bucket, take the last candidate
   for (int i = 0; i < n; ++i) {

@@ -1,7 +1,6 @@
 // Token sampling over one row of logits: greedy, temperature, top-k, top-p (nucleus), min-p.
 //
-// Each request carries its own Rng seeded from its `seed`, so the tokens a request draws depend
-// only on its own logits and seed, never on which other requests share the step. The Sampler
+// The random draw comes from the caller (the engine keeps one stream per request). The Sampler
 // keeps its scratch buffers between calls: after the first call at a given vocabulary size the
 // hot path does not allocate.
 #pragma once
@@ -11,28 +10,14 @@
 
 namespace ds {
 
-struct SamplingParams {
+// The distribution to draw from: softmax(logits / temperature) restricted by the filters.
+struct SamplingFilter {
   float temperature = 1.f;  // 0 = greedy
   int top_k = 0;            // 0 = off
   float top_p = 1.f;        // 1 = off; must be in (0, 1]
   float min_p = 0.f;        // 0 = off; keeps tokens with p >= min_p * p_max
-  uint64_t seed = 0;
   // top_k == 1 keeps only the argmax, so it is greedy whatever the temperature.
   bool greedy() const { return temperature <= 0.f || top_k == 1; }
-};
-
-// xoshiro256** seeded through splitmix64: small, fast, and the same sequence on every platform
-// (std::mt19937 is too, but std distributions are not, so we draw uniforms ourselves).
-class Rng {
- public:
-  explicit Rng(uint64_t seed = 0) { reseed(seed); }
-  void reseed(uint64_t seed);
-  uint64_t next();
-  // Uniform in [0, 1) with 53 random bits.
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t s_[4];
 };
 
 class Sampler {
@@ -44,7 +29,9 @@ class Sampler {
   // distribution), then min-p, renormalised. When `logprob` is given it receives the
   // log-probability of the chosen token under the distribution it was drawn from (for greedy:
   // the model's own log-softmax at temperature 1, since the degenerate one-hot would say 0).
-  int32_t sample(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
+  // `uniform` is the draw in [0, 1) that picks the token (unused when greedy): the caller owns
+  // the random stream, so what a request draws depends only on its own seed.
+  int32_t sample(const float* logits, int vocab, const SamplingFilter& filter, double uniform,
                  float* logprob = nullptr);
 
   // The n most likely tokens of the model's distribution (log-softmax of the raw logits), most

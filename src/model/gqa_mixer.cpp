@@ -1,11 +1,12 @@
 // Grouped-query attention with rotate-half RoPE (the `llama` type), over a paged K/V cache.
+#include "model/gqa_mixer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/attention.h"
 #include "model/attention_items.h"
-#include "model/layers.h"
 #include "model/parallel.h"
 
 namespace ds {

@@ -9,7 +9,13 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
-#include "model/layers.h"
+#include "model/dense_ffn.h"
+#include "model/gqa_mixer.h"
+#include "model/kda_mixer.h"
+#include "model/mla_mixer.h"
+#include "model/moe_ffn.h"
+#include "model/step_context.h"
+#include "model/weight_loader.h"
 #include "model/parallel.h"
 
 namespace ds {

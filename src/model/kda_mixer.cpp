@@ -1,5 +1,7 @@
 // Kimi Delta Attention layer: fused input projection, short causal convs, gates, the per-head
 // recurrence (decode) or chunked form (prefill), gated output norm, output projection.
+#include "model/kda_mixer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,7 +9,6 @@
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/kda.h"
-#include "model/layers.h"
 #include "model/parallel.h"
 
 namespace ds {

@@ -3,6 +3,8 @@
 // the absorbed form: each head's query is mapped into latent space, attends to the shared
 // latent rows (keys [c | k_pe], values c), and the result is mapped out by the value half of
 // kv_b_proj - one code path, so prefill and decode agree to rounding.
+#include "model/mla_mixer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,7 +13,6 @@
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "model/attention_items.h"
-#include "model/layers.h"
 #include "model/parallel.h"
 
 namespace ds {

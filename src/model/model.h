@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_memory.h"
 #include "model/config.h"
 
 namespace ds {
@@ -40,17 +41,15 @@ struct RuntimeLimits {
   int threads = 0;             // 0 = all available cores
 };
 
-class Model {
+// The model is also the memory behind the cache's block ids and state slots (CacheMemory:
+// kv_bytes_per_block, state_bytes_per_slot, save/load of a state or a block).
+class Model : public CacheMemory {
  public:
   // Loads config.json + safetensors from dir. Throws ds::Error naming what is wrong.
   static std::unique_ptr<Model> load(const std::string& dir, int threads = 0);
-  virtual ~Model() = default;
+  ~Model() override = default;
 
   virtual const ModelConfig& config() const = 0;
-  // Bytes of one KV block across all attention layers, and of one state slot across all KDA
-  // layers: the engine sizes the pool from these.
-  virtual size_t kv_bytes_per_block(int block_size) const = 0;
-  virtual size_t state_bytes_per_slot() const = 0;
   virtual size_t weights_bytes() const = 0;
   // Weight bytes one decode step reads (all dense weights, the routed experts' share counted
   // as num_experts_per_token / num_experts): the numerator of decode_read_gb_per_s.
@@ -63,15 +62,6 @@ class Model {
   // Runs one step; writes sum(num_logits) rows of vocab_size floats into logits, in the order
   // of batch.seqs. A chunk with start_pos == 0 starts its slot from a zero state.
   virtual void forward(const ForwardBatch& batch, float* logits) = 0;
-
-  // Copies one slot's whole KDA memory (recurrent + conv state) to or from a buffer of
-  // state_bytes_per_slot() bytes: snapshots and speculative rollback build on these.
-  virtual void save_state(int slot, void* dst) const = 0;
-  virtual void load_state(int slot, const void* src) = 0;
-  // Copies one KV block (every attention layer's rows for it) to or from a buffer of
-  // kv_bytes_per_block(block_size) bytes: the disk tier behind the pool builds on these.
-  virtual void save_block(int block, void* dst) const = 0;
-  virtual void load_block(int block, const void* src) = 0;
 };
 
 }  // namespace ds

@@ -1,7 +1,8 @@
+#include "model/weight_loader.h"
+
 #include <cstring>
 
 #include "core/error.h"
-#include "model/layers.h"
 
 namespace ds {
 

@@ -27,7 +27,7 @@ uint64_t fresh_seed() {
 }
 
 std::vector<int32_t> prompt_ids(ServerContext& ctx, const GenerationRequest& g) {
-  const int vocab = ctx.engine.model_config().vocab_size;
+  const int vocab = ctx.engine.vocab_size();
   std::vector<int32_t> ids;
   if (g.chat) {
     ids = chat_prompt_ids(ctx.tokenizer, g.messages, true);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/sampling.h"
+#include "engine/sampling_params.h"
 #include "tokenizer/chat_template.h"
 
 namespace ds::server {

@@ -50,12 +50,12 @@ bool needs_auth(const std::string& path) {
 
 // What a benchmark needs to read a served hit rate against the theoretical one.
 json prefix_caching_card(const EngineConfig& c) {
-  if (!c.enable_prefix_caching) return {{"enabled", false}};
+  if (!c.prefix.enabled) return {{"enabled", false}};
   return {{"enabled", true},
           {"block_size", c.block_size},
-          {"state_snapshots", c.num_state_snapshots},
-          {"state_snapshot_interval", c.state_snapshot_interval},
-          {"decode_snapshots", c.decode_snapshots}};
+          {"state_snapshots", c.prefix.num_state_snapshots},
+          {"state_snapshot_interval", c.prefix.snapshot_interval},
+          {"decode_snapshots", c.prefix.decode_snapshots}};
 }
 
 json model_card(const ServerContext& ctx, const std::string& name, int64_t created) {
@@ -66,7 +66,7 @@ json model_card(const ServerContext& ctx, const std::string& name, int64_t creat
           {"root", ctx.opts.model_dir},
           {"parent", nullptr},
           {"max_model_len", ctx.engine.config().max_model_len},
-          {"vocab_size", ctx.engine.model_config().vocab_size},
+          {"vocab_size", ctx.engine.vocab_size()},
           {"kernel_isa", isa_name(active_isa())},
           {"prefix_caching", prefix_caching_card(ctx.engine.config())}};
 }

@@ -161,16 +161,22 @@ TEST(Engine, CancelledStreamsReturnEveryBlock) {
 
 TEST(Engine, LogprobsReportModelDistribution) {
   Fixture f(small_config());
-  Request r = greedy_request(make_prompt(10, 3), 3);
+  std::vector<int32_t> history = make_prompt(10, 3);
+  Request r = greedy_request(history, 3);
   r.logprobs = 2;
   auto c = collect(*f.engine->submit(r));
   ASSERT_EQ(c.outputs.size(), 3u);
   for (auto& o : c.outputs) {
+    // Against a log-softmax of the model's logits computed here, in double.
+    const auto want = f.model->reference_logprobs(history);
+    EXPECT_EQ(o.token, want[0].first);
+    EXPECT_NEAR(o.logprob, want[0].second, 1e-5);
     ASSERT_EQ(o.top.size(), 2u);
-    EXPECT_EQ(o.top[0].first, o.token);
-    EXPECT_FLOAT_EQ(o.top[0].second, o.logprob);
-    EXPECT_LT(o.logprob, 0.f);
-    EXPECT_GE(o.top[0].second, o.top[1].second);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(o.top[k].first, want[k].first) << "top " << k;
+      EXPECT_NEAR(o.top[k].second, want[k].second, 1e-5) << "top " << k;
+    }
+    history.push_back(o.token);
   }
 }
 

@@ -1,11 +1,13 @@
 // A stand-in for the real model with the same interface and the same contract, cheap enough for
 // hundreds of sequences in a unit test. Its "KV cache" stores each token at the position its
 // block table says, and its "recurrent state" is a rolling hash of every token fed to the slot;
-// the next token is a hash of both (the last few tokens read back through the block table, and
-// the state). So a wrong block table, a slot reused without reset, a token fed twice or skipped,
+// the next token is a hash of both: the state, and a second rolling hash over every position of
+// the sequence read back through its block table. So a wrong, stale or swapped block anywhere in
+// the prefix (not only near its end), a slot reused without reset, a token fed twice or skipped,
 // or state leaking between sequences all change the output, while a correct engine gives exactly
-// the tokens of reference_next() regardless of batching or preemption.
+// the tokens of reference_next() regardless of batching, caching or preemption.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -22,8 +25,6 @@ namespace ds::testing {
 
 class FakeModel : public Model {
  public:
-  static constexpr int kContext = 3;  // tokens read back from the KV blocks
-
   explicit FakeModel(int vocab = 512, std::vector<int32_t> eos = {}) {
     cfg_.model_type = "fake";
     cfg_.vocab_size = vocab;
@@ -41,17 +42,19 @@ class FakeModel : public Model {
     return x;
   }
   static uint64_t roll(uint64_t state, int32_t tok) { return mix(state * 1000003ull + uint64_t(tok) + 1); }
+  // The KV read-back's own chain, different from roll() so that the state and the blocks are
+  // checked independently (a right state cannot hide a wrong block, nor the reverse).
+  static uint64_t kv_roll(uint64_t h, int32_t tok) { return mix(h ^ (uint64_t(uint32_t(tok)) + 7) * 0x9e3779b97f4a7c15ull); }
+  static uint64_t combine(uint64_t state, uint64_t kv) { return mix(state ^ (kv * 3 + 1)); }
 
   // The hash the next token is drawn from, given the whole history.
   static uint64_t history_hash(const std::vector<int32_t>& toks) {
-    uint64_t st = 0;
-    for (int32_t t : toks) st = roll(st, t);
-    uint64_t h = st;
-    for (int k = 1; k <= kContext; ++k) {
-      int64_t p = int64_t(toks.size()) - k;
-      h = mix(h ^ uint64_t(p >= 0 ? toks[size_t(p)] + 7 : 0) * (k + 1));
+    uint64_t st = 0, kv = 0;
+    for (int32_t t : toks) {
+      st = roll(st, t);
+      kv = kv_roll(kv, t);
     }
-    return h;
+    return combine(st, kv);
   }
   // The argmax of the logits after `toks`: what greedy decoding must produce.
   int32_t reference_next(const std::vector<int32_t>& toks) const {
@@ -66,6 +69,25 @@ class FakeModel : public Model {
       toks.push_back(t);
       if (stop_at_eos && is_eos(t)) break;
     }
+    return out;
+  }
+  // The logits forward() writes after `toks`, for checks that recompute what the engine derives
+  // from them (log-softmax, top-k) independently.
+  std::vector<float> reference_logits(const std::vector<int32_t>& toks) const {
+    std::vector<float> out(size_t(cfg_.vocab_size));
+    write_logits(history_hash(toks), out.data());
+    return out;
+  }
+  // log-softmax of reference_logits(toks) in double, sorted by descending logprob (ties by id).
+  std::vector<std::pair<int32_t, double>> reference_logprobs(const std::vector<int32_t>& toks) const {
+    const auto lg = reference_logits(toks);
+    double mx = lg[0];
+    for (float v : lg) mx = std::max(mx, double(v));
+    double sum = 0;
+    for (float v : lg) sum += std::exp(double(v) - mx);
+    std::vector<std::pair<int32_t, double>> out;
+    for (size_t i = 0; i < lg.size(); ++i) out.push_back({int32_t(i), double(lg[i]) - mx - std::log(sum)});
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     return out;
   }
   bool is_eos(int32_t t) const {
@@ -125,17 +147,15 @@ class FakeModel : public Model {
       const int end = c.start_pos + c.num_tokens;
       pos_[size_t(c.slot)] = end;
       if (c.num_logits == 1) {
-        uint64_t h = st;
-        for (int k = 1; k <= kContext; ++k) {
-          const int p = end - k;
-          int32_t t = 0;
-          if (p >= 0) {
-            const int32_t blk = c.block_table[p / limits_.block_size];
-            t = kv_[size_t(blk) * size_t(limits_.block_size) + size_t(p % limits_.block_size)] + 7;
-          }
-          h = mix(h ^ uint64_t(t) * (k + 1));
+        // Every position of the sequence, read back through its block table.
+        uint64_t kv = 0;
+        for (int p = 0; p < end; ++p) {
+          const int32_t blk = c.block_table[p / limits_.block_size];
+          const bool ok = blk >= 0 && blk < limits_.num_kv_blocks;
+          check(ok, "block id out of range on read-back");
+          kv = kv_roll(kv, ok ? kv_[size_t(blk) * size_t(limits_.block_size) + size_t(p % limits_.block_size)] : -2);
         }
-        write_logits(h, logits + size_t(logit_rows) * size_t(cfg_.vocab_size));
+        write_logits(combine(st, kv), logits + size_t(logit_rows) * size_t(cfg_.vocab_size));
         ++logit_rows;
       }
     }

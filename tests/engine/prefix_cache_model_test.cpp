@@ -6,8 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "cache/block_hash.h"
+#include "engine/cache_identity.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
 
@@ -25,19 +31,23 @@ struct Turn {
 
 class Conversation {
  public:
-  Conversation(const std::string& dir, bool cache, bool decode_snapshots) {
+  static EngineConfig config(bool cache, bool decode_snapshots) {
     EngineConfig c;
     c.max_num_seqs = 2;
     c.max_num_batched_tokens = 160;  // several chunks per turn, ends off block boundaries
     c.max_model_len = 1024;
     c.num_kv_blocks = 64;
     c.threads = 1;
-    c.enable_prefix_caching = cache;
-    c.decode_snapshots = decode_snapshots;
-    c.state_snapshot_interval = 3;
-    engine_ = std::make_unique<Engine>(Model::load(dir, 1), c);
+    c.prefix.enabled = cache;
+    c.prefix.decode_snapshots = decode_snapshots;
+    c.prefix.snapshot_interval = 3;
+    return c;
   }
-  int vocab() const { return engine_->model_config().vocab_size; }
+  Conversation(const std::string& dir, bool cache, bool decode_snapshots)
+      : Conversation(dir, config(cache, decode_snapshots)) {}
+  Conversation(const std::string& dir, const EngineConfig& c) : engine_(std::make_unique<Engine>(Model::load(dir, 1), c)) {}
+  const Engine& engine() const { return *engine_; }
+  int vocab() const { return engine_->vocab_size(); }
   Turn run(const std::vector<int32_t>& prompt, int max_tokens) {
     Request r;
     r.prompt = prompt;
@@ -94,6 +104,66 @@ TEST(PrefixCacheModel, TinyHybridBitIdenticalFromPrefillSnapshots) { compare_con
 TEST(PrefixCacheModel, TinyHybridSameTokensWithDecodeSnapshots) { compare_conversation(kTiny, true); }
 TEST(PrefixCacheModel, DeltacoderBitIdenticalFromPrefillSnapshots) { compare_conversation(kDeltacoder, false); }
 TEST(PrefixCacheModel, DeltacoderSameTokensWithDecodeSnapshots) { compare_conversation(kDeltacoder, true); }
+
+const std::string kTinyLlama = std::string(DS_SOURCE_DIR) + "/tests/data/models/tiny-llama-f32";
+
+// Without recurrent layers every cached block boundary resumes (the scheduler's stateless
+// branches): the same conversation, exact.
+TEST(PrefixCacheModel, TinyLlamaBitIdenticalFromCachedBlocks) { compare_conversation(kTinyLlama, false); }
+TEST(PrefixCacheModel, TinyLlamaSameTokensWithDecodeSnapshots) { compare_conversation(kTinyLlama, true); }
+
+// Flips one payload byte of the disk-tier entry for (kind, hash): its checksum then fails.
+void damage_entry(const std::string& dir, char kind, uint64_t hash) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%c-%016llx.dst", kind, static_cast<unsigned long long>(hash));
+  const std::string path = dir + "/" + name;
+  ASSERT_TRUE(std::filesystem::exists(path)) << path << " was never written";
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(100);
+  const char c = char(f.get());
+  f.seekp(100);
+  f.put(char(c ^ 0x5a));
+}
+
+// A tiny pool pushes a conversation's blocks and states to the disk tier; after a restart one
+// block file in the middle of the prefix and the deepest state are corrupt. Each is a miss that
+// the lookup steps back from: the next turn resumes at the deepest boundary still readable in
+// full (shorter than the whole prefix, above 0) and answers exactly as with the cache off.
+TEST(PrefixCacheModelDiskTier, CorruptBlockAndDeepestStateResumeShorterAndExact) {
+  const std::string dir = kTiny;
+  const std::string tier = (std::filesystem::temp_directory_path() / ("ds_tier_model_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(tier);
+  EngineConfig c = Conversation::config(true, /*decode_snapshots=*/false);
+  c.max_model_len = 704;      // 11 blocks
+  c.num_kv_blocks = 14;       // one 600-token session at a time
+  c.prefix.num_state_snapshots = 2;  // fewer than a session's three snapshots
+  c.prefix.disk_tier_dir = tier;
+  const int V = Conversation(dir, false, false).vocab();
+  const auto p1 = make_prompt(600, 71, V), other = make_prompt(600, 72, V);
+  std::vector<int32_t> turn2;
+  {
+    Conversation on(dir, c);
+    const Turn t1 = on.run(p1, 10);
+    on.run(other, 10);  // evicts p1's blocks and states to the disk
+    turn2 = concat(concat(p1, t1.tokens), make_prompt(40, 73, V));
+  }  // stop writes what is still cached
+  // p1's 9 full blocks; states were saved at 192, 384 and 576 (interval 3, prompt end).
+  std::vector<uint64_t> h;
+  {
+    auto m = Model::load(dir, 1);
+    extend_block_hashes(cache_chain_seed(*m, c.block_size), p1, c.block_size, &h);
+  }
+  ASSERT_EQ(h.size(), 9u);
+  damage_entry(tier, 's', h[8]);  // the deepest state: 576
+  damage_entry(tier, 'b', h[4]);  // KV for positions 256..319: the state at 384 needs it
+  Conversation on(dir, c), off(dir, false, false);
+  const Turn a = on.run(turn2, 12), b = off.run(turn2, 12);
+  ASSERT_EQ(a.tokens, b.tokens);
+  ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+  for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_EQ(a.logprobs[i], b.logprobs[i]) << "token " << i;
+  EXPECT_EQ(a.cached, 192);  // 576 and 384 unreadable: the next boundary with a state and all its blocks
+  std::filesystem::remove_all(tier);
+}
 
 }  // namespace
 }  // namespace ds

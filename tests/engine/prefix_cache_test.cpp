@@ -56,8 +56,8 @@ EngineConfig cache_config() {
   c.max_num_batched_tokens = 256;
   c.max_model_len = 2048;
   c.num_kv_blocks = 128;
-  c.num_state_snapshots = 64;
-  c.state_snapshot_interval = 4;
+  c.prefix.num_state_snapshots = 64;
+  c.prefix.snapshot_interval = 4;
   return c;
 }
 
@@ -104,7 +104,7 @@ TEST(PrefixCache, DecodeSnapshotsLetTheNextTurnReuseGeneratedTokens) {
 
 TEST(PrefixCache, WithoutDecodeSnapshotsTheNextTurnResumesAtThePromptEnd) {
   EngineConfig c = cache_config();
-  c.decode_snapshots = false;
+  c.prefix.decode_snapshots = false;
   Fixture f(c);
   const auto turn1 = make_prompt(100, 5);
   auto [out1, c1] = f.run(turn1, 100);
@@ -114,7 +114,7 @@ TEST(PrefixCache, WithoutDecodeSnapshotsTheNextTurnResumesAtThePromptEnd) {
 
 TEST(PrefixCache, BranchPointGetsASnapshotForTheNextPromptThatSharesIt) {
   EngineConfig c = cache_config();
-  c.state_snapshot_interval = 0;  // only prompt ends and branch points
+  c.prefix.snapshot_interval = 0;  // only prompt ends and branch points
   Fixture f(c);
   const auto shared = make_prompt(320, 7);  // five blocks of common prefix (system + tools)
   const auto a = concat(shared, make_prompt(100, 8));
@@ -139,7 +139,7 @@ TEST(PrefixCache, IntervalSnapshotsServePromptsThatDivergeMidway) {
 
 TEST(PrefixCache, OnAndOffGiveTheSameTokensOverAConversation) {
   EngineConfig off = cache_config();
-  off.enable_prefix_caching = false;
+  off.prefix.enabled = false;
   Fixture with(cache_config()), without(off);
   std::vector<int32_t> history = make_prompt(150, 13);
   int cached_total = 0;
@@ -160,7 +160,7 @@ TEST(PrefixCache, OnAndOffGiveTheSameTokensOverAConversation) {
 TEST(PrefixCache, ConcurrentSessionsUnderASmallPoolStayExactAndReturnEveryBlock) {
   EngineConfig c = cache_config();
   c.num_kv_blocks = 24;  // far less than all sessions' histories: constant eviction
-  c.num_state_snapshots = 6;
+  c.prefix.num_state_snapshots = 6;
   c.max_model_len = 1024;
   Fixture f(c);
   const auto system = make_prompt(130, 20);
@@ -184,7 +184,7 @@ TEST(PrefixCache, ConcurrentSessionsUnderASmallPoolStayExactAndReturnEveryBlock)
 
 TEST(PrefixCache, RefusesABadSnapshotInterval) {
   EngineConfig c = cache_config();
-  c.state_snapshot_interval = -1;
+  c.prefix.snapshot_interval = -1;
   EXPECT_THROW(Fixture f(c), Error);
 }
 
@@ -204,8 +204,8 @@ EngineConfig random_traffic_config() {
   c.max_num_batched_tokens = 200;
   c.max_model_len = 1024;
   c.num_kv_blocks = 30;
-  c.num_state_snapshots = 9;
-  c.state_snapshot_interval = 2;
+  c.prefix.num_state_snapshots = 9;
+  c.prefix.snapshot_interval = 2;
   return c;
 }
 
@@ -260,10 +260,10 @@ TEST(PrefixCache, RandomForkingSessionsWithCancellationsStayExact) { run_random_
 
 TEST(PrefixCacheDiskTier, RandomForkingSessionsWithADiskTierStayExact) {
   EngineConfig c = random_traffic_config();
-  c.disk_tier_dir = (std::filesystem::temp_directory_path() / ("ds_tier_random_" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(c.disk_tier_dir);
+  c.prefix.disk_tier_dir = (std::filesystem::temp_directory_path() / ("ds_tier_random_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(c.prefix.disk_tier_dir);
   run_random_traffic(c);
-  std::filesystem::remove_all(c.disk_tier_dir);
+  std::filesystem::remove_all(c.prefix.disk_tier_dir);
 }
 
 }  // namespace
@@ -281,9 +281,9 @@ std::string fresh_dir(const std::string& tag) {
 TEST(PrefixCacheDiskTier, EvictedPrefixesComeBackFromDiskExactly) {
   EngineConfig c = cache_config();
   c.num_kv_blocks = 12;  // two sessions' histories do not fit together
-  c.num_state_snapshots = 3;
+  c.prefix.num_state_snapshots = 3;
   c.max_model_len = 640;
-  c.disk_tier_dir = fresh_dir("evict");
+  c.prefix.disk_tier_dir = fresh_dir("evict");
   {
     Fixture f(c);
     const auto a = make_prompt(500, 31), b = make_prompt(500, 32);
@@ -295,12 +295,12 @@ TEST(PrefixCacheDiskTier, EvictedPrefixesComeBackFromDiskExactly) {
     EXPECT_GT(f.metric("deltaserve:disk_tier_loads_total"), 0);
     EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
   }
-  std::filesystem::remove_all(c.disk_tier_dir);
+  std::filesystem::remove_all(c.prefix.disk_tier_dir);
 }
 
 TEST(PrefixCacheDiskTier, ARestartResumesFromWhatTheLastRunWrote) {
   EngineConfig c = cache_config();
-  c.disk_tier_dir = fresh_dir("restart");
+  c.prefix.disk_tier_dir = fresh_dir("restart");
   const auto turn1 = make_prompt(300, 41);
   const auto turn2 = concat(turn1, make_prompt(50, 42));
   {
@@ -313,7 +313,7 @@ TEST(PrefixCacheDiskTier, ARestartResumesFromWhatTheLastRunWrote) {
     EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
   }
   // Damage every entry: the next start must treat them as misses and still answer exactly.
-  for (auto& e : std::filesystem::directory_iterator(c.disk_tier_dir)) {
+  for (auto& e : std::filesystem::directory_iterator(c.prefix.disk_tier_dir)) {
     std::fstream file(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(60);
     file.put('\x55');
@@ -323,7 +323,7 @@ TEST(PrefixCacheDiskTier, ARestartResumesFromWhatTheLastRunWrote) {
     EXPECT_EQ(f.run(concat(turn2, make_prompt(10, 43)), 5).second, 0);
     EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
   }
-  std::filesystem::remove_all(c.disk_tier_dir);
+  std::filesystem::remove_all(c.prefix.disk_tier_dir);
 }
 
 }  // namespace

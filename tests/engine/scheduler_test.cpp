@@ -7,6 +7,29 @@
 namespace ds {
 namespace {
 
+// The scheduler over a pool with the prefix cache off: nothing is ever cached or saved, so the
+// memory behind the blocks is never reached.
+struct NoMemory : CacheMemory {
+  size_t kv_bytes_per_block(int) const override { return 0; }
+  size_t state_bytes_per_slot() const override { return 0; }
+  void save_state(int, void*) const override {}
+  void load_state(int, const void*) override {}
+  void save_block(int, void*) const override {}
+  void load_block(int, const void*) override {}
+};
+struct PlainCache {
+  NoMemory memory;
+  PrefixCache cache;
+  PlainCache(int blocks, int block_size) : cache(config(blocks, block_size), memory) {}
+  static PrefixCacheConfig config(int blocks, int block_size) {
+    PrefixCacheConfig c;
+    c.num_blocks = blocks;
+    c.block_size = block_size;
+    return c;
+  }
+  BlockPool& pool() { return cache.pool(); }
+};
+
 std::unique_ptr<Sequence> seq_with_prompt(int len) {
   auto s = std::make_unique<Sequence>();
   s->tokens.assign(size_t(len), 1);
@@ -25,8 +48,9 @@ void run_step(Scheduler& sch) {
 }
 
 TEST(Scheduler, ChunkedPrefillWithinBudgetThenDecodeFirst) {
-  BlockPool pool(100, 64);
-  Scheduler sch({4, 100, 1024}, pool);
+  PlainCache cache(100, 64);
+  BlockPool& pool = cache.pool();
+  Scheduler sch({4, 100, 1024}, cache.cache);
   auto a = seq_with_prompt(150);
   Sequence* pa = a.get();
   sch.add(std::move(a));
@@ -63,8 +87,8 @@ TEST(Scheduler, ChunkedPrefillWithinBudgetThenDecodeFirst) {
 }
 
 TEST(Scheduler, AtMostMaxNumSeqsRunning) {
-  BlockPool pool(100, 64);
-  Scheduler sch({2, 1000, 1024}, pool);
+  PlainCache cache(100, 64);
+  Scheduler sch({2, 1000, 1024}, cache.cache);
   for (int i = 0; i < 5; ++i) sch.add(seq_with_prompt(10));
   const StepPlan& p = sch.schedule();
   EXPECT_EQ(p.chunks.size(), 2u);
@@ -73,8 +97,9 @@ TEST(Scheduler, AtMostMaxNumSeqsRunning) {
 }
 
 TEST(Scheduler, FcfsHeadWaitsForBlocksAndIsNotSkipped) {
-  BlockPool pool(4, 64);
-  Scheduler sch({8, 4096, 256}, pool);
+  PlainCache cache(4, 64);
+  BlockPool& pool = cache.pool();
+  Scheduler sch({8, 4096, 256}, cache.cache);
   sch.add(seq_with_prompt(130));  // 3 blocks
   sch.add(seq_with_prompt(100));  // 2 blocks: does not fit beside the first
   sch.add(seq_with_prompt(10));   // 1 block: would fit, but must not overtake
@@ -85,8 +110,9 @@ TEST(Scheduler, FcfsHeadWaitsForBlocksAndIsNotSkipped) {
 }
 
 TEST(Scheduler, PreemptsNewestWhenDecodeCannotGrowAndRecomputesIt) {
-  BlockPool pool(2, 64);
-  Scheduler sch({4, 4096, 128}, pool);
+  PlainCache cache(2, 64);
+  BlockPool& pool = cache.pool();
+  Scheduler sch({4, 4096, 128}, cache.cache);
   auto a = seq_with_prompt(64);
   auto b = seq_with_prompt(64);
   Sequence* pa = a.get();
@@ -119,8 +145,9 @@ TEST(Scheduler, PreemptsNewestWhenDecodeCannotGrowAndRecomputesIt) {
 }
 
 TEST(Scheduler, CancelledSequencesFreeBlocksAndSlots) {
-  BlockPool pool(10, 64);
-  Scheduler sch({2, 4096, 256}, pool);
+  PlainCache cache(10, 64);
+  BlockPool& pool = cache.pool();
+  Scheduler sch({2, 4096, 256}, cache.cache);
   auto a = seq_with_prompt(100);
   auto b = seq_with_prompt(100);
   auto c = seq_with_prompt(100);

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/sampling_params.h"  // the per-request random stream the engine feeds the sampler
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -13,6 +15,13 @@
 
 namespace ds {
 namespace {
+
+// The kernel takes the filters and one uniform draw; the engine draws it from the request's own
+// Rng, and only when not greedy. These tests drive it the same way.
+using SamplingParams = SamplingFilter;
+int32_t draw(Sampler& s, const float* logits, int vocab, const SamplingFilter& f, Rng& rng, float* logprob = nullptr) {
+  return s.sample(logits, vocab, f, f.greedy() ? 0.0 : rng.uniform(), logprob);
+}
 
 std::vector<float> logits_from_probs(const std::vector<double>& p) {
   std::vector<float> l;
@@ -24,7 +33,7 @@ std::vector<double> frequencies(Sampler& s, const std::vector<float>& l, const S
                                 int draws, uint64_t seed = 42) {
   Rng rng(seed);
   std::vector<double> f(l.size(), 0.0);
-  for (int i = 0; i < draws; ++i) f[size_t(s.sample(l.data(), int(l.size()), sp, rng))] += 1;
+  for (int i = 0; i < draws; ++i) f[size_t(draw(s, l.data(), int(l.size()), sp, rng))] += 1;
   for (auto& x : f) x /= draws;
   return f;
 }
@@ -42,11 +51,11 @@ TEST(Sampling, GreedyPicksLowestIdOnTies) {
   SamplingParams g;
   g.temperature = 0.f;
   EXPECT_TRUE(g.greedy());
-  EXPECT_EQ(s.sample(l.data(), 6, g, rng), 1);
+  EXPECT_EQ(draw(s, l.data(), 6, g, rng), 1);
   SamplingParams k1;
   k1.top_k = 1;
   EXPECT_TRUE(k1.greedy());
-  EXPECT_EQ(s.sample(l.data(), 6, k1, rng), 1);
+  EXPECT_EQ(draw(s, l.data(), 6, k1, rng), 1);
   EXPECT_EQ(Sampler::argmax(l.data(), 6), 1);
 }
 
@@ -57,7 +66,7 @@ TEST(Sampling, GreedyLogprobIsModelLogSoftmax) {
   SamplingParams g;
   g.temperature = 0;
   float lp = 0;
-  EXPECT_EQ(s.sample(l.data(), 3, g, rng, &lp), 1);
+  EXPECT_EQ(draw(s, l.data(), 3, g, rng, &lp), 1);
   EXPECT_NEAR(lp, std::log(0.6), 1e-5);
 }
 
@@ -70,7 +79,7 @@ TEST(Sampling, SameSeedSameTokensDifferentSeedDifferentTokens) {
   auto run = [&](uint64_t seed) {
     Rng rng(seed);
     std::vector<int32_t> out;
-    for (int i = 0; i < 64; ++i) out.push_back(s.sample(l.data(), 1000, sp, rng));
+    for (int i = 0; i < 64; ++i) out.push_back(draw(s, l.data(), 1000, sp, rng));
     return out;
   };
   EXPECT_EQ(run(7), run(7));
@@ -80,8 +89,8 @@ TEST(Sampling, SameSeedSameTokensDifferentSeedDifferentTokens) {
   Rng a(7), b(99);
   std::vector<int32_t> interleaved;
   for (int i = 0; i < 64; ++i) {
-    interleaved.push_back(s.sample(l.data(), 1000, sp, a));
-    s.sample(l.data(), 1000, sp, b);
+    interleaved.push_back(draw(s, l.data(), 1000, sp, a));
+    draw(s, l.data(), 1000, sp, b);
   }
   EXPECT_EQ(interleaved, run(7));
 }
@@ -151,7 +160,7 @@ TEST(Sampling, TopPNucleusLargerThanFirstSortedPrefix) {
   sp.top_p = 0.5f;
   Rng rng(3);
   int max_id = 0;
-  for (int i = 0; i < 5000; ++i) max_id = std::max(max_id, s.sample(l.data(), V, sp, rng));
+  for (int i = 0; i < 5000; ++i) max_id = std::max(max_id, draw(s, l.data(), V, sp, rng));
   EXPECT_GE(max_id, 490);
   EXPECT_LE(max_id, 500);
 }
@@ -180,7 +189,7 @@ TEST(Sampling, ChosenLogprobIsOfTheSampledDistribution) {
   Rng rng(5);
   for (int i = 0; i < 50; ++i) {
     float lp = 0;
-    int32_t t = s.sample(l.data(), 3, sp, rng, &lp);
+    int32_t t = draw(s, l.data(), 3, sp, rng, &lp);
     ASSERT_LT(t, 2);
     EXPECT_NEAR(lp, std::log(p[size_t(t)] / 0.75), 1e-5);
   }
@@ -210,12 +219,12 @@ TEST(Sampling, NaNAndMaskedLogitsAreNeverChosen) {
   SamplingParams sp;
   Rng rng(9);
   for (int i = 0; i < 1000; ++i) {
-    int32_t t = s.sample(l.data(), 4, sp, rng);
+    int32_t t = draw(s, l.data(), 4, sp, rng);
     EXPECT_TRUE(t == 2 || t == 3);
   }
   SamplingParams g;
   g.temperature = 0;
-  EXPECT_EQ(s.sample(l.data(), 4, g, rng), 2);
+  EXPECT_EQ(draw(s, l.data(), 4, g, rng), 2);
 }
 
 }  // namespace

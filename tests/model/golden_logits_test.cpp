@@ -1,5 +1,5 @@
 // The C++ forward against golden logits from the PyTorch reference (tools/reference/, written
-// from DESIGN.md's formulas, run in float64 with the recurrence for KDA and the expanded MLA
+// from the formulas of docs/model-format.md, run in float64 with the recurrence for KDA and the expanded MLA
 // form), on committed tiny checkpoints. Regenerate with tools/reference/make_golden.py.
 #include <gtest/gtest.h>
 

@@ -115,6 +115,14 @@ TEST(Server, CompletionWithTokenIdPromptAndLogprobs) {
   ASSERT_EQ(lp["top_logprobs"].size(), 6u);
   ASSERT_EQ(lp["text_offset"].size(), 6u);
   EXPECT_LE(lp["top_logprobs"][0].size(), 2u);
+  // Each token's logprob against a log-softmax of the fake model's logits computed here.
+  std::vector<int32_t> history = prompt;
+  for (size_t i = 0; i < 6; ++i) {
+    const auto want = s.model->reference_logprobs(history);
+    EXPECT_EQ(want[0].first, ref[i]);
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), want[0].second, 1e-5) << "token " << i;
+    history.push_back(ref[i]);
+  }
   EXPECT_EQ(r.body["usage"]["prompt_tokens"], 5);
   // Nested single prompt form and the string form.
   body["prompt"] = json::array({prompt});
@@ -159,7 +167,21 @@ TEST(Server, ChatLogprobsShape) {
   EXPECT_TRUE(c[0]["logprob"].is_number());
   EXPECT_TRUE(c[0]["bytes"].is_array());
   EXPECT_EQ(c[0]["top_logprobs"].size(), 3u);
-  EXPECT_EQ(c[0]["top_logprobs"][0]["logprob"], c[0]["logprob"]);  // greedy: chosen is the top
+  // Against a log-softmax of the fake model's logits computed here: the chosen token's logprob
+  // and the three most likely tokens, in order.
+  std::vector<int32_t> history = s.chat_ids({{"user", "hi"}});
+  for (size_t i = 0; i < 3; ++i) {
+    const auto want = s.model->reference_logprobs(history);
+    EXPECT_NEAR(c[i]["logprob"].get<double>(), want[0].second, 1e-5) << "token " << i;
+    for (size_t k = 0; k < 3; ++k) {
+      // Compared as bytes: a token that is part of a UTF-8 sequence is not valid text alone.
+      std::vector<int> bytes;
+      for (unsigned char ch : test_tokenizer().token_text(want[k].first)) bytes.push_back(ch);
+      EXPECT_EQ(c[i]["top_logprobs"][k]["bytes"].get<std::vector<int>>(), bytes) << i << " top " << k;
+      EXPECT_NEAR(c[i]["top_logprobs"][k]["logprob"].get<double>(), want[k].second, 1e-5) << i << " top " << k;
+    }
+    history.push_back(want[0].first);
+  }
 }
 
 TEST(Server, StopStringCutsTextAndFinishesWithStop) {
@@ -376,7 +398,7 @@ TEST(Server, QueueOverItsBoundGets503WithRetryAfter) {
 
 TEST(Server, DrainFinishesInFlightAndRefusesNew) {
   TestServer s;
-  s.model->step_delay_us = 2000;
+  s.model->step_delay_us = 5000;  // 60 tokens: 300+ ms in flight
   std::vector<std::future<SseResult>> fs;
   for (int i = 0; i < 4; ++i)
     fs.push_back(std::async(std::launch::async, [&, i] {
@@ -384,10 +406,16 @@ TEST(Server, DrainFinishesInFlightAndRefusesNew) {
     }));
   for (int i = 0; i < 500 && s.engine->in_flight() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto drainer = std::async(std::launch::async, [&] { s.http->drain_and_stop(std::chrono::seconds(30)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Waits for the drain to begin (the drainer thread may start late on a loaded machine); the
+  // streams take 300+ ms of steps, so they are still in flight when it has.
+  int health = 200;
+  for (int i = 0; i < 500 && health != 503; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    health = http_call(s.port, "GET", "/health").status;
+  }
+  EXPECT_EQ(health, 503);
   auto refused = post(s.port, "/v1/chat/completions", chat_body("late", 3));
   EXPECT_EQ(refused.status, 503);
-  EXPECT_EQ(http_call(s.port, "GET", "/health").status, 503);
   for (int i = 0; i < 4; ++i) {
     auto r = fs[size_t(i)].get();
     EXPECT_EQ(r.finish_reason, "length");

@@ -1,6 +1,6 @@
 """Reference PyTorch implementation of the `kimi_linear` architecture.
 
-Follows docs/model-format.md and DESIGN.md section 3 exactly; the C++ engine is tested
+Follows docs/model-format.md (Numerics) exactly; the C++ engine is tested
 against this file (tests/data/golden/*). Read top to bottom, llama2.c style:
 
   RMSNorm, SwiGLU MLP, MoE (sigmoid router), KDA (recurrent + chunked), MLA (nope),
@@ -264,7 +264,7 @@ def kda_recurrent(q, k, v, g, beta, S=None):
 
 
 def kda_chunked(q, k, v, g, beta, S=None, chunk=64):
-    """Chunked (WY) form of the same recurrence, DESIGN.md section 3. Same args/returns.
+    """Chunked (WY) form of the same recurrence (docs/model-format.md, Numerics). Same args/returns.
     Within a chunk, G = inclusive cumsum of g;
       A[i,j]  = beta_i sum_d k_id k_jd exp(G_id - G_jd)  (j < i)
       Aqk[i,j]= sum_d q_id k_jd exp(G_id - G_jd)           (j <= i)

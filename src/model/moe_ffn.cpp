@@ -1,5 +1,5 @@
-// Feed-forward blocks: dense SwiGLU, and the sigmoid-routed mixture of experts with rows grouped
-// by expert so each expert's weights are read once per step.
+#include "model/moe_ffn.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,30 +7,9 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
-#include "model/layers.h"
 #include "model/parallel.h"
 
 namespace ds {
-
-DenseFfn::DenseFfn(const WeightLoader& w, const std::string& gate, const std::string& up, const std::string& down,
-                   int hidden, int inter)
-    : hidden_(hidden), inter_(inter) {
-  gate_up_ = w.stacked({{gate, inter}, {up, inter}}, hidden);
-  down_ = w.linear(down, hidden, inter);
-}
-
-void DenseFfn::forward(const StepContext& ctx, const float* h, float* x, int rows) const {
-  if (rows == 0) return;
-  const size_t m = ctx.arena->mark();
-  float* GU = ctx.arena->alloc<float>(size_t(rows) * size_t(2 * inter_));
-  float* A = ctx.arena->alloc<float>(size_t(rows) * size_t(inter_));
-  matmul(h, size_t(hidden_), gate_up_, GU, size_t(2 * inter_), rows, ctx.pool);
-  for (int r = 0; r < rows; ++r)
-    silu_mul(GU + size_t(r) * size_t(2 * inter_), GU + size_t(r) * size_t(2 * inter_) + inter_,
-             A + size_t(r) * size_t(inter_), inter_);
-  matmul(A, size_t(inter_), down_, x, size_t(hidden_), rows, ctx.pool, /*accumulate=*/true);
-  ctx.arena->rewind(m);
-}
 
 MoeFfn::MoeFfn(const ModelConfig& c, const WeightLoader& w) : m_(c.moe), hidden_(c.hidden_size) {
   const int E = m_.num_experts, I = m_.intermediate_size;

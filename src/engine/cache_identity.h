@@ -1,0 +1,13 @@
+// What a cached KV block or state snapshot depends on besides its tokens: the model and the
+// block size. Its hash seeds the block-hash chain (cache/block_hash.h), so entries of another
+// model or layout, in the pool or on the disk tier, never match.
+#pragma once
+#include <cstdint>
+
+#include "model/model.h"
+
+namespace ds {
+
+uint64_t cache_chain_seed(const Model& model, int block_size);
+
+}  // namespace ds

@@ -1,0 +1,100 @@
+// Behind the engine's face (engine/engine.h): the submission queue the HTTP threads push to, and
+// the engine thread, which owns the model, the prefix cache, the scheduler and every sequence
+// and runs one step after another:
+//   admit    take new requests in, retire cancelled ones;
+//   plan     the scheduler picks decode rows, prefill chunks and admissions (cache lookups);
+//   forward  restore claimed states, run the model over the flattened batch, save snapshots;
+//   sample   one token per sequence that asked for logits, each from its own random stream;
+//   commit   the fed tokens count as computed; the cache publishes blocks that filled;
+//   stream   tokens (and logprobs) to each request's stream;
+//   finish   stop tokens, max_tokens and max_model_len end requests, freeing their blocks.
+// Internal to engine/: nothing outside includes this.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "kernels/sampling.h"
+#include "model/model.h"
+
+namespace ds {
+
+class EngineLoop {
+ public:
+  EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg);
+  ~EngineLoop();
+
+  std::shared_ptr<RequestStream> submit(Request req);
+  void cancel_all();
+  void close() { closed_.store(true); }
+  void stop();
+  bool alive() const { return alive_.load(); }
+  int in_flight() const { return in_flight_.load(); }
+  EngineSnapshot snapshot() const;
+  const EngineConfig& config() const { return cfg_; }
+  int vocab_size() const { return vocab_; }
+  EngineMetrics& metrics() { return metrics_; }
+
+ private:
+  void run();
+  void step();
+  // The phases of a step, in order.
+  void admit_and_retire(std::vector<std::unique_ptr<Sequence>>* arrived);
+  void count_admissions(const StepPlan& plan);
+  void forward(const StepPlan& plan);
+  void sample(const StepPlan& plan);
+  void stream(const StepPlan& plan);
+  void finish_done(const StepPlan& plan);
+  void publish_counts();
+  void mirror_cache_counters();
+
+  void finish(std::unique_ptr<Sequence> seq, FinishReason reason, const std::string& error = {});
+  void fail_all(const std::string& error);
+  bool is_stop_token(const Sequence& s, int32_t tok) const;
+
+  std::unique_ptr<Model> model_;
+  EngineConfig cfg_;
+  EngineMetrics metrics_;
+  int vocab_ = 0;
+
+  // Submission queue: HTTP threads push, the engine thread drains each step.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Sequence>> incoming_;
+  // The scheduler's waiting queue as of its last step; submit() adds incoming_ to it and
+  // refuses at max_waiting.
+  std::atomic<int> waiting_{0};
+  std::atomic<int> in_flight_{0};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> cancel_all_{false};
+  std::atomic<bool> alive_{false};
+  uint64_t next_id_ = 1;
+
+  // Engine-thread state.
+  std::unique_ptr<PrefixCache> cache_;
+  std::unique_ptr<Scheduler> scheduler_;
+  // The cache's cumulative counts, exported as Prometheus counters in the same order.
+  std::vector<prometheus::Counter*> cache_counters_;
+  Sampler sampler_;
+  std::vector<float> logits_;
+  std::vector<int32_t> sampled_;
+  std::vector<std::unique_ptr<Sequence>> scratch_;
+
+  // Published for snapshot() from other threads.
+  std::atomic<int> snap_running_{0}, snap_kv_used_{0}, snap_cached_{0}, snap_snapshots_{0};
+  std::atomic<uint64_t> steps_{0};
+
+  std::thread thread_;
+};
+
+}  // namespace ds

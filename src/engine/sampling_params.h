@@ -1,0 +1,35 @@
+// How a request wants its tokens drawn, and the per-request random stream it draws them from.
+// The math (filters, softmax, the draw) is kernels/sampling.h; these are request state.
+//
+// Each request carries its own Rng seeded from its `seed`, so the tokens a request draws depend
+// only on its own logits and seed, never on which other requests share the step.
+#pragma once
+#include <cstdint>
+
+namespace ds {
+
+struct SamplingParams {
+  float temperature = 1.f;  // 0 = greedy
+  int top_k = 0;            // 0 = off
+  float top_p = 1.f;        // 1 = off; must be in (0, 1]
+  float min_p = 0.f;        // 0 = off; keeps tokens with p >= min_p * p_max
+  uint64_t seed = 0;
+  // top_k == 1 keeps only the argmax, so it is greedy whatever the temperature.
+  bool greedy() const { return temperature <= 0.f || top_k == 1; }
+};
+
+// xoshiro256** seeded through splitmix64: small, fast, and the same sequence on every platform
+// (std::mt19937 is too, but std distributions are not, so we draw uniforms ourselves).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { reseed(seed); }
+  void reseed(uint64_t seed);
+  uint64_t next();
+  // Uniform in [0, 1) with 53 random bits.
+  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t s_[4];
+};
+
+}  // namespace ds

@@ -1,0 +1,25 @@
+// Dense SwiGLU feed-forward block: gate and up in one stacked matmul, then down.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "kernels/matmul.h"
+#include "model/step_context.h"
+#include "model/weight_loader.h"
+
+namespace ds {
+
+class DenseFfn {
+ public:
+  DenseFfn(const WeightLoader& w, const std::string& gate, const std::string& up, const std::string& down,
+           int hidden, int inter);
+  void forward(const StepContext& ctx, const float* h, float* x, int rows) const;
+  size_t temp_floats(int n) const { return size_t(n) * size_t(3 * inter_); }
+  size_t weight_bytes() const { return gate_up_.bytes() + down_.bytes(); }
+
+ private:
+  int hidden_, inter_;
+  PackedWeight gate_up_, down_;
+};
+
+}  // namespace ds

@@ -1,0 +1,34 @@
+// Multi-head latent attention (Kimi-Linear's full-attention layers, no positional encoding):
+// a paged cache of the latent [c | k_pe] per token, absorbed kv_b_proj in attention.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/step_context.h"
+#include "model/weight_loader.h"
+
+namespace ds {
+
+class MlaMixer {
+ public:
+  MlaMixer(const ModelConfig& c, const WeightLoader& w);
+  size_t latent_dim() const { return size_t(L_ + R_); }
+  // kv_pool: this layer's [num_blocks][block_size][L+R] latent cache.
+  void forward(const StepContext& ctx, const float* h, float* x, float* kv_pool, int block_size) const;
+  size_t temp_floats(int n) const;
+  size_t weight_bytes() const;
+  // Per-thread scratch for attention over up to max_ctx tokens.
+  size_t scratch_floats(int max_ctx) const;
+
+ private:
+  int nh_, nope_, R_, L_, V_, hidden_;
+  float eps_, scale_;
+  PackedWeight q_proj_, kv_a_, o_proj_;
+  std::vector<float> kv_norm_;
+  std::vector<PackedWeight> k_absorb_;  // per head [L][nope]: q_nope -> latent
+  std::vector<PackedWeight> v_up_;      // per head [V][L]: latent -> value
+};
+
+}  // namespace ds

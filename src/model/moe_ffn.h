@@ -1,0 +1,34 @@
+// Mixture of experts: sigmoid router with grouped top-k and score-correction bias, rows grouped
+// by expert so each expert's weights are read once per step, plus shared experts.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/dense_ffn.h"
+#include "model/step_context.h"
+#include "model/weight_loader.h"
+
+namespace ds {
+
+class MoeFfn {
+ public:
+  MoeFfn(const ModelConfig& c, const WeightLoader& w);
+  void forward(const StepContext& ctx, const float* h, float* x) const;
+  size_t temp_floats(int n) const;
+  size_t weight_bytes() const;
+  size_t decode_weight_bytes() const;  // shared experts + router + top-k's share of the routed
+
+ private:
+  MoeConfig m_;
+  int hidden_;
+  PackedWeight router_;
+  std::vector<float> bias_;  // e_score_correction_bias (zeros when absent)
+  std::vector<PackedWeight> w13_, w2_;
+  std::vector<DenseFfn> shared_;
+  void route(const float* logits, int32_t* ids, float* weights) const;
+};
+
+}  // namespace ds
