@@ -1,6 +1,6 @@
 // What a cached KV block or state snapshot depends on besides its tokens: the model and the
 // block size. Its hash seeds the block-hash chain (cache/block_hash.h), so entries of another
-// model or layout, in the pool or on the disk tier, never match.
+// model or layout, in memory or persisted by an earlier run, never match.
 #pragma once
 #include <cstdint>
 

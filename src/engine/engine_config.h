@@ -27,7 +27,7 @@ struct EngineConfig {
   int block_size = 64;
   int num_kv_blocks = 0;       // 0: derived from kv_pool_gb; tests set it directly
 
-  // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, the disk tier.
+  // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, their spill folder.
   PrefixCacheOptions prefix;
 };
 

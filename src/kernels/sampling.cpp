@@ -36,6 +36,7 @@ float Sampler::logprob_of(const float* logits, int vocab, int32_t token) {
   for (int i = 0; i < vocab; ++i)
     if (logits[i] > m) m = logits[i];
   if (!usable(m) || !usable(logits[token])) return -std::numeric_limits<float>::infinity();
+  if (!std::isfinite(m)) return logits[token] == m ? 0.f : -std::numeric_limits<float>::infinity();  // +inf wins
   double s = 0;
   for (int i = 0; i < vocab; ++i)
     if (usable(logits[i])) s += std::exp(logits[i] - m);
@@ -53,7 +54,10 @@ void Sampler::sort_prefix(int n, int k) {
 
 int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p, double uniform,
                         float* logprob) {
-  if (p.greedy()) {
+  // Below kMinTemperature the distribution is the argmax to float precision, and 1/T heads for
+  // overflow (inf below ~3e-39, where a tie's (l - m) / T is 0 * inf = NaN): greedy. The negated
+  // comparison also takes a NaN temperature there.
+  if (p.greedy() || !(p.temperature >= kMinTemperature)) {
     int32_t tok = argmax(logits, vocab);
     if (logprob) *logprob = logprob_of(logits, vocab, tok);
     return tok;
@@ -71,6 +75,11 @@ int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p,
   if (n == 0) {  // every logit masked: nothing to draw from, fall back to a defined answer
     if (logprob) *logprob = -std::numeric_limits<float>::infinity();
     return 0;
+  }
+  if (!std::isfinite(m)) {  // a +inf logit outweighs everything: (inf - inf) would be NaN below
+    const int32_t tok = argmax(logits, vocab);
+    if (logprob) *logprob = 0.f;
+    return tok;
   }
   auto weight = [&](float l) { return std::exp((l - m) * inv_t); };
 
@@ -142,13 +151,15 @@ void Sampler::top_logprobs(const float* logits, int vocab, int n,
     if (logits[i] > m) m = logits[i];
   }
   if (cnt == 0) return;
+  const bool inf_top = !std::isfinite(m);  // +inf logits take all the mass
   double s = 0;
   for (int i = 0; i < cnt; ++i) s += std::exp(cand_[size_t(i)].logit - m);
   const double lse = double(m) + std::log(s);
   const int k = std::min(n, cnt);
   sort_prefix(cnt, k);
   for (int i = 0; i < k; ++i)
-    out->emplace_back(cand_[size_t(i)].id, float(double(cand_[size_t(i)].logit) - lse));
+    out->emplace_back(cand_[size_t(i)].id, inf_top ? (cand_[size_t(i)].logit == m ? 0.f : -std::numeric_limits<float>::infinity())
+                                                    : float(double(cand_[size_t(i)].logit) - lse));
 }
 
 }  // namespace ds

@@ -10,6 +10,9 @@
 
 namespace ds {
 
+// Temperatures below this sample greedily (see Sampler::sample).
+inline constexpr float kMinTemperature = 1e-6f;
+
 // The distribution to draw from: softmax(logits / temperature) restricted by the filters.
 struct SamplingFilter {
   float temperature = 1.f;  // 0 = greedy

@@ -98,8 +98,34 @@ class ResponseWriter {
     return full_response(meta_, text_.flush(), reason_, lp, usage());
   }
 
-  // One call of httplib's chunked content provider.
+  // One call of httplib's chunked content provider. Nothing may escape it: an exception there
+  // unwinds into httplib's thread and terminates the process. A failure ends this stream with an
+  // error event (or just closes it) and cancels the request; everyone else carries on.
   bool stream_step(httplib::DataSink& sink) {
+    try {
+      return stream_step_unguarded(sink);
+    } catch (const std::exception& e) {
+      return fail_stream(sink, e.what());
+    } catch (...) {
+      return fail_stream(sink, "unknown error");
+    }
+  }
+
+ private:
+  bool fail_stream(httplib::DataSink& sink, const std::string& what) {
+    stream_->cancel();
+    done_ = true;
+    std::string tail;
+    try {
+      tail = sse_event(ApiError(500, "server_error", "the response failed: " + what, {}, {}, "internal").body()) + sse_done();
+    } catch (...) {
+      return false;
+    }
+    if (sink.write(tail.data(), tail.size())) sink.done();
+    return false;
+  }
+
+  bool stream_step_unguarded(httplib::DataSink& sink) {
     auto write = [&](const std::string& s) {
       if (sink.write(s.data(), s.size())) return true;
       stream_->cancel();
@@ -138,7 +164,6 @@ class ResponseWriter {
     return true;
   }
 
- private:
   Usage usage() const { return {prompt_tokens_, completion_tokens_, stream_->cached_tokens()}; }
 
   ActiveGuard guard_;

@@ -41,8 +41,14 @@ json usage_json(const Usage& u) {
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+std::string LogprobsBuilder::text_of(int32_t id) const {
+  // A token the tokenizer does not define (a padded vocabulary) is rendered as no text, its
+  // bytes as an empty list: defined output for every id the model can emit.
+  return tok_.defines(id) ? tok_.token_text(id) : std::string();
+}
+
 json LogprobsBuilder::token_json(int32_t id, float lp) const {
-  const std::string text = tok_.token_text(id);
+  const std::string text = text_of(id);
   json bytes = json::array();
   for (unsigned char c : text) bytes.push_back(int(c));
   return {{"token", text}, {"logprob", lp}, {"bytes", bytes}};
@@ -58,10 +64,10 @@ void LogprobsBuilder::add(const TokenOutput& t, size_t text_offset) {
     e["top_logprobs"] = tops;
     content_.push_back(std::move(e));
   } else {
-    tokens_.push_back(tok_.token_text(t.token));
+    tokens_.push_back(text_of(t.token));
     token_logprobs_.push_back(t.logprob);
     json tops = json::object();
-    for (size_t i = 0; i < n; ++i) tops[tok_.token_text(t.top[i].first)] = t.top[i].second;
+    for (size_t i = 0; i < n; ++i) tops[text_of(t.top[i].first)] = t.top[i].second;
     top_.push_back(tops);
     offsets_.push_back(text_offset);
   }

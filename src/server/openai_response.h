@@ -42,6 +42,7 @@ class LogprobsBuilder {
 
  private:
   nlohmann::json token_json(int32_t id, float lp) const;
+  std::string text_of(int32_t id) const;
   const Tokenizer& tok_;
   bool chat_;
   int top_n_;

@@ -74,6 +74,10 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
   return it->second;
 }
 
+bool Tokenizer::defines(int32_t id) const {
+  return id >= 0 && id < vocab_size() && data_->kind[id] != TokenKind::kUndefined;
+}
+
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && data_->kind[id] == TokenKind::kSpecial;
 }

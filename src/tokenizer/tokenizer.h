@@ -45,6 +45,9 @@ class Tokenizer {
 
   // One past the largest id (model vocabulary and added tokens together).
   int32_t vocab_size() const;
+  // Whether id stands for any bytes: false outside [0, vocab_size()) and for ids the file leaves
+  // undefined. A model's embedding may be padded past its tokenizer; such ids have no text.
+  bool defines(int32_t id) const;
   // Looks a token up as the file spells it: the byte-level form for vocabulary entries
   // ("Ġhello"), the content for added tokens ("<|im_end|>").
   std::optional<int32_t> token_id(std::string_view token) const;

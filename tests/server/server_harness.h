@@ -68,8 +68,9 @@ struct TestServer {
   std::unique_ptr<server::HttpServer> http;
   int port = 0;
 
-  explicit TestServer(EngineConfig cfg = default_config(), server::ServerOptions opts = default_options()) {
-    auto m = std::make_unique<FakeModel>(test_tokenizer().vocab_size());
+  // vocab: the model's (0: the tokenizer's); larger pads the model past the tokenizer.
+  explicit TestServer(EngineConfig cfg = default_config(), server::ServerOptions opts = default_options(), int vocab = 0) {
+    auto m = std::make_unique<FakeModel>(vocab > 0 ? vocab : test_tokenizer().vocab_size());
     model = m.get();
     engine = std::make_unique<Engine>(std::move(m), cfg);
     opts.host = "127.0.0.1";

@@ -511,3 +511,48 @@ TEST(Server, NeverCrashesOnMalformedBodies) {
 
 }  // namespace
 }  // namespace ds
+
+namespace ds {
+namespace {
+
+using namespace testing;
+
+// A model whose embedding has more rows than its tokenizer has tokens (a padded vocabulary,
+// which start-up accepts) emits ids with no text. Streamed with logprobs, these once threw inside
+// httplib's content provider and aborted the process; every id must render as defined output.
+TEST(Server, PaddedVocabularyTokensRenderAsNoTextInStreamsAndLogprobs) {
+  const int tok_vocab = test_tokenizer().vocab_size();
+  TestServer s(TestServer::default_config(), TestServer::default_options(), 2 * tok_vocab);
+  json body = chat_body("padded", 40);
+  body["logprobs"] = true;
+  body["top_logprobs"] = 5;
+  const auto ref = chat_reference(s, "padded", 40);
+  int undefined = 0;
+  for (int32_t t : ref) undefined += t >= tok_vocab;
+  ASSERT_GT(undefined, 0) << "the reference output never reaches the padded ids";
+  // Streamed: the process survives, the stream ends normally, the text is that of the defined ids.
+  body["stream"] = true;
+  auto st = stream(s.port, "/v1/chat/completions", body);
+  EXPECT_TRUE(st.done);
+  EXPECT_EQ(st.finish_reason, "length");
+  std::vector<int32_t> defined;
+  for (int32_t t : ref)
+    if (t < tok_vocab) defined.push_back(t);
+  EXPECT_EQ(st.content, expected_text(defined));
+  // Not streamed: the same, and each undefined token's logprob entry is empty text, no bytes.
+  body["stream"] = false;
+  auto r = post(s.port, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["message"]["content"], expected_text(defined));
+  const json& c = r.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(c.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (ref[i] < tok_vocab) continue;
+    EXPECT_EQ(c[i]["token"], "");
+    EXPECT_TRUE(c[i]["bytes"].empty());
+  }
+  EXPECT_EQ(http_call(s.port, "GET", "/health").status, 200);
+}
+
+}  // namespace
+}  // namespace ds
