@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdio>
+#include <filesystem>
 
 #include "cache/block_hash.h"
 
@@ -14,9 +16,17 @@ PrefixCache::PrefixCache(const PrefixCacheConfig& cfg, CacheMemory& memory)
   if (!cfg_.enabled) return;
   snapshots_ = std::make_unique<StateSnapshots>(cfg_.num_snapshots, memory_.state_bytes_per_slot());
   if (cfg_.disk_dir.empty()) return;
-  disk_ = std::make_unique<DiskTier>(cfg_.disk_dir, cfg_.disk_bytes);
-  spdlog::info("disk tier: {} ({} entries, {:.3f} GiB of {:.3f})", cfg_.disk_dir, disk_->entries(),
-               double(disk_->bytes_used()) / double(1ull << 30), double(cfg_.disk_bytes) / double(1ull << 30));
+  // Entries live in a subfolder named by the chain seed (the weights' fingerprint, KV layout,
+  // block size): another model's or another layout's entries, in their own subfolders, are
+  // never looked at, only counted, and left for their own server.
+  ensure_private_dir(cfg_.disk_dir);
+  char ns[24];
+  std::snprintf(ns, sizeof ns, "%016llx", static_cast<unsigned long long>(cfg_.seed));
+  disk_ = std::make_unique<DiskTier>(cfg_.disk_dir + "/" + ns, cfg_.disk_bytes);
+  foreign_entries_ = count_foreign_entries(cfg_.disk_dir, ns);
+  spdlog::info("disk tier: {}/{} ({} entries, {:.3f} GiB of {:.3f}; {} entries of other models or settings left alone)",
+               cfg_.disk_dir, ns, disk_->entries(), double(disk_->bytes_used()) / double(1ull << 30),
+               double(cfg_.disk_bytes) / double(1ull << 30), foreign_entries_);
   block_bytes_ = memory_.kv_bytes_per_block(cfg_.block_size);
   block_buf_.resize(std::max<size_t>(block_bytes_, 1));
   // Evicted entries are still intact when the hooks run: copy them out before they are reused.
@@ -25,6 +35,23 @@ PrefixCache::PrefixCache(const PrefixCacheConfig& cfg, CacheMemory& memory)
 }
 
 PrefixCache::~PrefixCache() = default;
+
+uint64_t PrefixCache::count_foreign_entries(const std::string& dir, const std::string& own) {
+  namespace fs = std::filesystem;
+  uint64_t n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e2;
+    const auto st = it->symlink_status(e2);
+    if (e2) continue;
+    if (fs::is_directory(st) && it->path().filename() != own) {
+      for (fs::directory_iterator sub(it->path(), e2); !e2 && sub != end; sub.increment(e2)) ++n;
+    } else if (fs::is_regular_file(st) && it->path().extension() == ".dst") {
+      ++n;  // the flat layout of earlier versions, keyed without the weights' content
+    }
+  }
+  return n;
+}
 
 // ---- lookup ----
 
@@ -243,6 +270,8 @@ std::array<CacheCounter, PrefixCache::kNumCounters> PrefixCache::counters() cons
        pool_.num_evictions()},
       {"disk_tier_loads_total", "KV blocks and state snapshots read back from the disk tier to resume a prompt",
        disk_loads_},
+      {"disk_tier_foreign_entries_total",
+       "Disk-tier entries found at start-up that belong to other weights or settings (never loaded)", foreign_entries_},
   }};
 }
 

@@ -118,10 +118,12 @@ class PrefixCache {
   int num_cached_blocks() const { return pool_.num_cached(); }
   int num_snapshots() const { return snapshots_ ? snapshots_->size() : 0; }
   // Every cumulative count, for /metrics (a fixed list: the step loop reads it without allocating).
-  static constexpr size_t kNumCounters = 5;
+  static constexpr size_t kNumCounters = 6;
   std::array<CacheCounter, kNumCounters> counters() const;
 
  private:
+  // Entries under dir that are not in the subfolder `own` (other seeds, the old flat layout).
+  static uint64_t count_foreign_entries(const std::string& dir, const std::string& own);
   bool block_cached(uint64_t h) const;
   bool state_cached(uint64_t h, int restores_planned) const;
   bool load_block_from_disk(int32_t id, uint64_t h);
@@ -138,7 +140,7 @@ class PrefixCache {
   std::unique_ptr<DiskTier> disk_;             // null without a disk folder
   size_t block_bytes_ = 0;
   std::vector<std::byte> block_buf_;           // one KV block on its way to or from the disk
-  uint64_t saves_ = 0, restores_ = 0, disk_loads_ = 0;
+  uint64_t saves_ = 0, restores_ = 0, disk_loads_ = 0, foreign_entries_ = 0;
 };
 
 }  // namespace ds

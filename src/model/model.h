@@ -51,6 +51,9 @@ class Model : public CacheMemory {
 
   virtual const ModelConfig& config() const = 0;
   virtual size_t weights_bytes() const = 0;
+  // A hash of the checkpoint's bytes (every safetensors file, header and data): two checkpoints
+  // of the same shape but other weights differ here, so their cached entries never mix.
+  virtual uint64_t weights_fingerprint() const = 0;
   // Weight bytes one decode step reads (all dense weights, the routed experts' share counted
   // as num_experts_per_token / num_experts): the numerator of decode_read_gb_per_s.
   virtual size_t decode_weight_bytes() const = 0;

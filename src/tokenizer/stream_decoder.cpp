@@ -14,9 +14,6 @@ std::string StreamDecoder::take(std::size_t n) {
 }
 
 std::string StreamDecoder::push(int32_t id) {
-  // An id the tokenizer does not define (a model vocabulary padded past it) has no text: it adds
-  // nothing, and the bytes pending from earlier tokens stay pending.
-  if (!tokenizer_.defines(id)) return {};
   const std::string_view bytes = tokenizer_.token_bytes(id);
   if (skip_special_ && tokenizer_.is_special(id)) return {};
   pending_.append(bytes);

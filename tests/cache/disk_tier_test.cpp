@@ -3,6 +3,7 @@
 #include "cache/disk_tier.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -96,6 +97,85 @@ TEST(DiskTier, CorruptTruncatedOrMisSizedEntriesAreMissesAndRemoved) {
 
 TEST(DiskTier, RefusesAFolderItCannotCreate) {
   EXPECT_THROW(DiskTier("/proc/ds-no-such-folder/x", 1 << 20), std::exception);
+}
+
+// The folder is untrusted: a link planted under the name the next write uses must not redirect
+// it (before, fopen of the temporary name followed it and overwrote the link's target).
+TEST(DiskTier, APlantedLinkDoesNotRedirectAWrite) {
+  TempDir d;
+  DiskTier t(d.path, 1 << 20);
+  const std::string victim = d.path + "-victim";
+  { std::ofstream(victim) << "precious"; }
+  char name[40];
+  std::snprintf(name, sizeof name, "b-%016x.dst.tmp", 7);
+  fs::create_symlink(victim, d.path + "/" + name);
+  std::snprintf(name, sizeof name, "s-%016x.dst", 7);
+  fs::create_symlink(victim, d.path + "/" + name);  // and under the final name
+  const auto p = payload(7);
+  t.put(Kind::Block, 7, p.data(), p.size() * 4);
+  t.put(Kind::State, 7, p.data(), p.size() * 4);
+  std::string content;
+  std::getline(std::ifstream(victim), content);
+  EXPECT_EQ(content, "precious");
+  std::vector<int> out(100);
+  ASSERT_TRUE(t.get(Kind::Block, 7, out.data(), out.size() * 4));
+  EXPECT_EQ(out, p);
+  fs::remove(victim);
+}
+
+TEST(DiskTier, FilesAre0600AndTheFolder0700) {
+  TempDir d;
+  DiskTier t(d.path + "/sub", 1 << 20);
+  const auto p = payload(8);
+  t.put(Kind::Block, 8, p.data(), p.size() * 4);
+  struct stat st{};
+  ASSERT_EQ(::stat((d.path + "/sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  for (auto& e : fs::directory_iterator(d.path + "/sub")) {
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << e.path();
+  }
+}
+
+// One dangling link or a link loop once stopped start-up; anything but a regular file is skipped
+// and counted, and the real entries are still found.
+TEST(DiskTier, LinksAndOtherNonFilesAreSkippedAtStartUp) {
+  TempDir d;
+  const auto p = payload(9);
+  { DiskTier t(d.path, 1 << 20); t.put(Kind::Block, 9, p.data(), p.size() * 4); }
+  char name[32];
+  std::snprintf(name, sizeof name, "b-%016x.dst", 10);
+  fs::create_symlink(d.path + "/nowhere", d.path + "/" + name);  // dangling
+  std::snprintf(name, sizeof name, "b-%016x.dst", 11);
+  fs::create_symlink(d.path + "/" + name, d.path + "/" + name);  // a loop onto itself
+  std::snprintf(name, sizeof name, "s-%016x.dst", 12);
+  fs::create_directory(d.path + "/" + name);  // a folder with an entry's name
+  DiskTier t(d.path, 1 << 20);
+  EXPECT_EQ(t.entries(), 1u);
+  EXPECT_EQ(t.num_skipped(), 3u);
+  std::vector<int> out(100);
+  EXPECT_TRUE(t.get(Kind::Block, 9, out.data(), out.size() * 4));
+  EXPECT_FALSE(t.contains(Kind::Block, 10));
+}
+
+TEST(DiskTier, RefusesAFolderOthersCanWriteOrALink) {
+  TempDir d;
+  fs::create_directories(d.path + "/open");
+  fs::permissions(d.path + "/open", fs::perms::all);  // 0777
+  try {
+    DiskTier t(d.path + "/open", 1 << 20);
+    ADD_FAILURE() << "a world-writable folder was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("can be written by other users"), std::string::npos) << e.what();
+  }
+  fs::create_directories(d.path + "/real");
+  fs::create_directory_symlink(d.path + "/real", d.path + "/link");
+  try {
+    DiskTier t(d.path + "/link", 1 << 20);
+    ADD_FAILURE() << "a link was accepted as the folder";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

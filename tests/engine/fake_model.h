@@ -100,6 +100,7 @@ class FakeModel : public Model {
   size_t kv_bytes_per_block(int block_size) const override { return size_t(block_size) * 16; }
   size_t state_bytes_per_slot() const override { return sizeof(uint64_t) * 2; }
   size_t weights_bytes() const override { return 0; }
+  uint64_t weights_fingerprint() const override { return fingerprint; }
   size_t decode_weight_bytes() const override { return 0; }
 
   void allocate(const RuntimeLimits& limits) override {
@@ -180,6 +181,8 @@ class FakeModel : public Model {
     std::memcpy(kv_.data() + size_t(block) * size_t(limits_.block_size), src, size_t(limits_.block_size) * sizeof(int32_t));
   }
 
+  // Stands for the weights' content; tests restart the engine on "other weights" with another.
+  uint64_t fingerprint = 1;
   std::atomic<bool> fail_next{false};
   std::atomic<int> step_delay_us{0};
   std::atomic<int> steps{0};

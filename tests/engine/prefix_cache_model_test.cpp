@@ -16,6 +16,7 @@
 #include "engine/cache_identity.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "../model/model_util.h"  // preset checkpoints made through the CLI
 
 namespace ds {
 namespace {
@@ -116,7 +117,9 @@ TEST(PrefixCacheModel, TinyLlamaSameTokensWithDecodeSnapshots) { compare_convers
 void damage_entry(const std::string& dir, char kind, uint64_t hash) {
   char name[32];
   std::snprintf(name, sizeof name, "%c-%016llx.dst", kind, static_cast<unsigned long long>(hash));
-  const std::string path = dir + "/" + name;
+  std::string path = dir + "/" + name;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir))  // under the model's subfolder
+    if (e.path().filename() == name) path = e.path().string();
   ASSERT_TRUE(std::filesystem::exists(path)) << path << " was never written";
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(100);
@@ -162,6 +165,31 @@ TEST(PrefixCacheModelDiskTier, CorruptBlockAndDeepestStateResumeShorterAndExact)
   ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
   for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_EQ(a.logprobs[i], b.logprobs[i]) << "token " << i;
   EXPECT_EQ(a.cached, 192);  // 576 and 384 unreadable: the next boundary with a state and all its blocks
+  std::filesystem::remove_all(tier);
+}
+
+// Two checkpoints of the same shape (tiny-hybrid, seeds 1 and 2): a server restarted on the other
+// weights with the same disk-tier folder must not resume from the first one's blocks and states
+// (they would answer wrongly); it finds them counted as foreign and computes from scratch.
+TEST(PrefixCacheModelDiskTier, OtherWeightsOfTheSameShapeNeverReuseEntries) {
+  const std::string a = ds::test::preset_dir("tiny-hybrid", 1, "f32"), b = ds::test::preset_dir("tiny-hybrid", 2, "f32");
+  const std::string tier = (std::filesystem::temp_directory_path() / ("ds_tier_weights_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(tier);
+  EngineConfig c = Conversation::config(true, /*decode_snapshots=*/false);
+  c.prefix.disk_tier_dir = tier;
+  const int V = Conversation(a, false, false).vocab();
+  const auto prompt = make_prompt(300, 81, V);
+  { Conversation(a, c).run(prompt, 8); }  // stop writes a's cache to the disk
+  const auto next = concat(prompt, make_prompt(30, 82, V));
+  {
+    Conversation again(a, c);
+    EXPECT_GT(again.run(next, 8).cached, 0) << "the same weights resume from the disk";
+  }
+  Conversation on(b, c), off(b, false, false);
+  const Turn x = on.run(next, 8), y = off.run(next, 8);
+  EXPECT_EQ(x.cached, 0);
+  EXPECT_EQ(x.tokens, y.tokens);
+  EXPECT_EQ(x.logprobs, y.logprobs);
   std::filesystem::remove_all(tier);
 }
 

@@ -313,7 +313,8 @@ TEST(PrefixCacheDiskTier, ARestartResumesFromWhatTheLastRunWrote) {
     EXPECT_EQ(f.model->violations.load(), 0) << f.model->first_violation;
   }
   // Damage every entry: the next start must treat them as misses and still answer exactly.
-  for (auto& e : std::filesystem::directory_iterator(c.prefix.disk_tier_dir)) {
+  for (auto& e : std::filesystem::recursive_directory_iterator(c.prefix.disk_tier_dir)) {
+    if (!e.is_regular_file()) continue;
     std::fstream file(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(60);
     file.put('\x55');
