@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "cli/command.h"
@@ -25,7 +27,9 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   EngineConfig engine;
-  std::string api_key;
+  std::string api_key, api_key_file;
+  std::vector<std::string> allowed_hosts, allowed_origins;
+  bool expose_model_path = false;
   int http_threads = 512;
   double grace_s = 30;
   double max_body_mb = 32;
@@ -36,6 +40,25 @@ std::string default_served_name(const std::string& dir) {
   while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "models/x/" -> "x"
   std::string name = p.filename().string();
   return name.empty() ? dir : name;
+}
+
+// The key from --api-key-file or $DELTASERVE_API_KEY keeps it out of the process list; --api-key
+// still works. More than one source is refused rather than guessed between.
+std::string resolve_api_key(const ServeArgs& a) {
+  const char* env = std::getenv("DELTASERVE_API_KEY");
+  const int sources = !a.api_key.empty() + !a.api_key_file.empty() + (env != nullptr && *env != 0);
+  DS_CHECK(sources <= 1, "invalid settings: give the API key once: --api-key, --api-key-file or $DELTASERVE_API_KEY");
+  if (!a.api_key_file.empty()) {
+    std::ifstream f(a.api_key_file);
+    DS_CHECK(bool(f), "--api-key-file " + a.api_key_file + ": cannot read the file");
+    std::string key;
+    std::getline(f, key);
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    DS_CHECK(!key.empty(), "--api-key-file " + a.api_key_file + ": the first line is empty");
+    return key;
+  }
+  if (env != nullptr && *env != 0) return env;
+  return a.api_key;
 }
 
 int run_serve(const ServeArgs& a) {
@@ -74,7 +97,10 @@ int run_serve(const ServeArgs& a) {
   o.port = a.port;
   o.served_model_names = a.served_names.empty() ? std::vector<std::string>{default_served_name(a.model)} : a.served_names;
   o.model_dir = a.model;
-  o.api_key = a.api_key;
+  o.api_key = resolve_api_key(a);
+  o.allowed_hosts = a.allowed_hosts;
+  o.allowed_origins = a.allowed_origins;
+  o.expose_model_path = a.expose_model_path;
   o.http_threads = a.http_threads;
   o.drain_grace_s = a.grace_s;
   o.max_body_bytes = size_t(a.max_body_mb * 1024 * 1024);
@@ -134,7 +160,15 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--disk-tier-gb", a->engine.prefix.disk_tier_gb, "Disk tier budget, GiB")->capture_default_str();
   cmd->add_flag("!--no-decode-snapshots", a->engine.prefix.decode_snapshots,
                 "Cache only what prefill computes, not the blocks decode fills or the state there: the next turn resumes at its prompt's end, and every reused value is bit-identical to recomputing it");
-  cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  cmd->add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' on /v1 routes (visible in the process list: prefer --api-key-file or $DELTASERVE_API_KEY)");
+  cmd->add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of this file");
+  cmd->add_option("--allowed-hosts", a->allowed_hosts,
+                  "Host header names accepted besides the listening address (and loopback names on loopback); '*' for any")
+      ->delimiter(',');
+  cmd->add_option("--allowed-origins", a->allowed_origins,
+                  "Browser origins allowed to call the API cross-origin (e.g. http://localhost:3000); '*' for any")
+      ->delimiter(',');
+  cmd->add_flag("--expose-model-path", a->expose_model_path, "Show the model folder's path in /v1/models (root)");
   cmd->add_option("--max-waiting", a->engine.max_waiting, "Queued requests before 503 + Retry-After")
       ->capture_default_str();
   cmd->add_option("--http-threads", a->http_threads, "HTTP worker threads (one per open connection)")

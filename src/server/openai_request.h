@@ -19,6 +19,9 @@ namespace ds::server {
 // A chat message as the tokenizer's template takes it (role, content).
 using ChatTurn = ChatMessage;
 
+inline constexpr size_t kMaxStopStrings = 4;
+inline constexpr size_t kMaxStopBytes = 1024;
+
 struct GenerationRequest {
   bool chat = false;
   std::string model;  // empty: the first served name

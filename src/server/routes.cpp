@@ -12,6 +12,7 @@
 #include "server/json_text.h"
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
+#include "server/request_guard.h"
 
 namespace ds::server {
 
@@ -44,9 +45,6 @@ httplib::Server::Handler guarded(ServerContext& ctx, Handler h) {
   };
 }
 
-bool needs_auth(const std::string& path) {
-  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
-}
 
 // What a benchmark needs to read a served hit rate against the theoretical one.
 json prefix_caching_card(const EngineConfig& c) {
@@ -63,7 +61,8 @@ json model_card(const ServerContext& ctx, const std::string& name, int64_t creat
           {"object", "model"},
           {"created", created},
           {"owned_by", "deltaserve"},
-          {"root", ctx.opts.model_dir},
+          // The model's path on this machine only when asked: it tells a client about the host.
+          {"root", ctx.opts.expose_model_path ? json(ctx.opts.model_dir) : json(nullptr)},
           {"parent", nullptr},
           {"max_model_len", ctx.engine.config().max_model_len},
           {"vocab_size", ctx.engine.vocab_size()},
@@ -87,15 +86,13 @@ void install_routes(httplib::Server& svr, ServerContext& ctx) {
 
   // Runs after the headers and before the body is read: a refused request costs no body read.
   svr.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (!ctx.opts.api_key.empty() && needs_auth(req.path)) {
-      const std::string auth = req.get_header_value("Authorization");
-      if (auth != "Bearer " + ctx.opts.api_key) {
-        send_error(ctx, res,
-                   unauthorized(auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                                             : "incorrect API key provided"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
+    RequestFacts facts{req.method, req.path, req.get_header_value("Host"), req.get_header_value("Origin"),
+                       req.get_header_value("Content-Type"), req.get_header_value("Authorization")};
+    if (auto refused = check_request(ctx.guard, facts)) {
+      send_error(ctx, res, *refused);
+      return httplib::Server::HandlerResponse::Handled;
     }
+    if (!facts.origin.empty()) res.set_header("Access-Control-Allow-Origin", facts.origin);  // listed: allowed
     const std::string len = req.get_header_value("Content-Length");
     if (!len.empty()) {
       char* end = nullptr;

@@ -11,6 +11,10 @@ ServerContext::ServerContext(Engine& e, Tokenizer t, ServerOptions o)
   for (size_t i = 0; i < opts.served_model_names.size(); ++i)
     served_names += (i ? ", " : "") + opts.served_model_names[i];
   if (auto id = tokenizer.token_id(kChatEndOfTurn)) end_of_turn = *id;
+  guard.listen_host = opts.host;
+  guard.allowed_hosts = opts.allowed_hosts;
+  guard.allowed_origins = opts.allowed_origins;
+  guard.api_key = opts.api_key;
 }
 
 bool ServerContext::serves(const std::string& name) const {

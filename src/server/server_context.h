@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/request_guard.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds::server {
@@ -17,6 +18,10 @@ struct ServerOptions {
   std::vector<std::string> served_model_names;  // first one is the default
   std::string model_dir;
   std::string api_key;                      // empty: no authentication
+  // Browser-facing safety (server/request_guard.h): Host names besides the listening address,
+  // origins allowed to call cross-origin ("*": any).
+  std::vector<std::string> allowed_hosts, allowed_origins;
+  bool expose_model_path = false;           // /v1/models shows the model folder's path
   size_t max_body_bytes = 32u << 20;
   int http_threads = 512;  // a streaming response holds its thread for its whole life
   double drain_grace_s = 30;
@@ -28,6 +33,7 @@ struct ServerContext {
   Engine& engine;
   Tokenizer tokenizer;
   ServerOptions opts;
+  GuardSettings guard;  // from opts
   std::string served_names;  // "a, b" for error messages
   int32_t end_of_turn = -1;  // the chat template's end-of-turn token, when the tokenizer has it
   std::atomic<bool> draining{false};

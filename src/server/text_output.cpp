@@ -7,12 +7,20 @@
 namespace ds::server {
 
 TextOutput::TextOutput(const Tokenizer& tok, std::vector<std::string> stop)
-    : vocab_(tok.vocab_size()), decoder_(tok, /*skip_special=*/true), stop_(std::move(stop)) {}
+    : vocab_(tok.vocab_size()), decoder_(tok, /*skip_special=*/true), stop_(std::move(stop)) {
+  for (const auto& s : stop_) longest_stop_ = std::max(longest_stop_, s.size());
+}
 
 bool TextOutput::find_stop() {
-  // No match can start before sent_: take() never releases text that could begin one.
+  // No match can start before sent_: take() never releases text that could begin one. Nor can
+  // one start before scanned_ - (longest - 1): everything up to scanned_ was searched already
+  // and held no whole match. So each byte is searched a bounded number of times, and a long
+  // non-streamed answer costs linear time, not a rescan of the whole text per token.
+  size_t from = sent_;
+  if (scanned_ >= longest_stop_) from = std::max(from, scanned_ - (longest_stop_ - 1));
+  scanned_ = text_.size();
   size_t best = std::string::npos;
-  for (const auto& s : stop_) best = std::min(best, text_.find(s, sent_));
+  for (const auto& s : stop_) best = std::min(best, text_.find(s, from));
   if (best == std::string::npos) return false;
   text_.resize(best);
   stopped_ = true;

@@ -35,6 +35,8 @@ class TextOutput {
   std::vector<std::string> stop_;
   std::string text_;
   size_t sent_ = 0;
+  size_t scanned_ = 0;       // text_ searched for stop strings up to here
+  size_t longest_stop_ = 1;  // bytes of the longest stop string
   bool stopped_ = false;
 };
 

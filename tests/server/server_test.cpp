@@ -556,3 +556,60 @@ TEST(Server, PaddedVocabularyTokensRenderAsNoTextInStreamsAndLogprobs) {
 
 }  // namespace
 }  // namespace ds
+
+namespace ds {
+namespace {
+
+using namespace testing;
+
+// The same checks end to end: what a web page could send to a local server is refused, an API
+// client's request is not; /v1/models no longer tells the model's path unless asked.
+TEST(Server, BrowserFacingRequestsAreRefused) {
+  TestServer s;
+  const std::string body = R"({"model":"fake","prompt":[1,2,3],"max_tokens":2,"temperature":0})";
+  httplib::Client cli("127.0.0.1", s.port);
+  auto form = cli.Post("/v1/completions", body, "text/plain");  // a cross-site "simple" POST
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 415);
+  httplib::Headers evil_origin = {{"Origin", "https://evil.example"}};
+  auto cross = cli.Post("/v1/completions", evil_origin, body, "application/json");
+  ASSERT_TRUE(cross);
+  EXPECT_EQ(cross->status, 403);
+  httplib::Headers rebound = {{"Host", "evil.example:" + std::to_string(s.port)}};
+  auto rebind = cli.Post("/v1/completions", rebound, body, "application/json");
+  ASSERT_TRUE(rebind);
+  EXPECT_EQ(rebind->status, 403);
+  auto ok = cli.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto models = http_call(s.port, "GET", "/v1/models");
+  EXPECT_TRUE(models.body["data"][0]["root"].is_null());
+}
+
+TEST(Server, ListedOriginsMayCallCrossOrigin) {
+  server::ServerOptions o = TestServer::default_options();
+  o.allowed_origins = {"http://localhost:3000"};
+  TestServer s(TestServer::default_config(), o);
+  httplib::Client cli("127.0.0.1", s.port);
+  httplib::Headers origin = {{"Origin", "http://localhost:3000"}};
+  auto r = cli.Post("/v1/completions", origin, R"({"prompt":[1,2],"max_tokens":1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+}
+
+TEST(Server, TooManyOrTooLongStopStringsAreRefused) {
+  TestServer s;
+  json body = chat_body("stops", 4);
+  body["stop"] = {"a", "b", "c", "d", "e"};
+  auto r = post(s.port, "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body["error"]["param"], "stop");
+  body["stop"] = {std::string(2000, 'x')};
+  EXPECT_EQ(post(s.port, "/v1/chat/completions", body).status, 400);
+  body["stop"] = {"a", "b", "c", "d"};
+  EXPECT_EQ(post(s.port, "/v1/chat/completions", body).status, 200);
+}
+
+}  // namespace
+}  // namespace ds

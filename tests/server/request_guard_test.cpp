@@ -1,0 +1,77 @@
+// The checks every request passes before routing (server/request_guard.h): Host against the
+// listening address, Origin against --allowed-origins, JSON content type on POST, API key.
+#include "server/request_guard.h"
+
+#include <gtest/gtest.h>
+
+namespace ds::server {
+namespace {
+
+RequestFacts post(std::string host, std::string origin = {}, std::string ct = "application/json") {
+  return {"POST", "/v1/chat/completions", std::move(host), std::move(origin), std::move(ct), {}};
+}
+
+int status(const GuardSettings& g, const RequestFacts& r) {
+  auto e = check_request(g, r);
+  return e ? e->status : 200;
+}
+
+TEST(RequestGuard, HostMustNameThisServer) {
+  GuardSettings loop{"127.0.0.1", {}, {}, {}};
+  EXPECT_EQ(status(loop, post("127.0.0.1:8000")), 200);
+  EXPECT_EQ(status(loop, post("localhost:8000")), 200);
+  EXPECT_EQ(status(loop, post("[::1]:8000")), 200);
+  EXPECT_EQ(status(loop, post("LOCALHOST")), 200);
+  // A DNS-rebinding page: its requests carry its own name.
+  EXPECT_EQ(status(loop, post("evil.example:8000")), 403);
+  EXPECT_EQ(status(loop, post("")), 400);
+  GuardSettings named{"10.0.0.5", {"api.internal"}, {}, {}};
+  EXPECT_EQ(status(named, post("10.0.0.5:8000")), 200);
+  EXPECT_EQ(status(named, post("api.internal")), 200);
+  EXPECT_EQ(status(named, post("localhost")), 403);
+  // All interfaces: names are unknown, so any Host unless a list is given.
+  EXPECT_EQ(status(GuardSettings{"0.0.0.0", {}, {}, {}}, post("anything:1")), 200);
+  EXPECT_EQ(status(GuardSettings{"0.0.0.0", {"a.example"}, {}, {}}, post("b.example")), 403);
+  EXPECT_EQ(status(GuardSettings{"127.0.0.1", {"*"}, {}, {}}, post("b.example")), 200);
+}
+
+TEST(RequestGuard, CrossOriginRequestsOnlyFromListedOrigins) {
+  GuardSettings g{"127.0.0.1", {}, {"http://localhost:3000"}, {}};
+  EXPECT_EQ(status(g, post("127.0.0.1", "https://evil.example")), 403);
+  EXPECT_EQ(status(g, post("127.0.0.1", "http://localhost:3000")), 200);
+  EXPECT_EQ(status(g, post("127.0.0.1", "")), 200);  // API clients send no Origin
+  EXPECT_EQ(status(GuardSettings{"127.0.0.1", {}, {}, {}}, post("127.0.0.1", "http://localhost:3000")), 403);
+}
+
+TEST(RequestGuard, PostNeedsJsonContentType) {
+  GuardSettings g{"127.0.0.1", {}, {}, {}};
+  EXPECT_EQ(status(g, post("127.0.0.1", "", "application/json; charset=utf-8")), 200);
+  EXPECT_EQ(status(g, post("127.0.0.1", "", "Application/JSON")), 200);
+  // What a cross-site form or a "simple" fetch can send without a preflight.
+  EXPECT_EQ(status(g, post("127.0.0.1", "", "text/plain")), 415);
+  EXPECT_EQ(status(g, post("127.0.0.1", "", "application/x-www-form-urlencoded")), 415);
+  EXPECT_EQ(status(g, post("127.0.0.1", "", "")), 415);
+  RequestFacts get{"GET", "/v1/models", "127.0.0.1", {}, {}, {}};
+  EXPECT_EQ(status(g, get), 200);
+}
+
+TEST(RequestGuard, ApiKeyComparedWhole) {
+  GuardSettings g{"127.0.0.1", {}, {}, "s3cret"};
+  RequestFacts r = post("127.0.0.1");
+  EXPECT_EQ(status(g, r), 401);
+  r.authorization = "Bearer s3cret";
+  EXPECT_EQ(status(g, r), 200);
+  for (const char* wrong : {"Bearer s3cre", "Bearer s3cretX", "Bearer S3cret", "bearer s3cret", "s3cret"}) {
+    r.authorization = wrong;
+    EXPECT_EQ(status(g, r), 401) << wrong;
+  }
+  RequestFacts health{"GET", "/health", "127.0.0.1", {}, {}, {}};
+  EXPECT_EQ(status(g, health), 200);  // probes need no key
+  EXPECT_TRUE(constant_time_equal("abc", "abc"));
+  EXPECT_FALSE(constant_time_equal("abc", "abd"));
+  EXPECT_FALSE(constant_time_equal("abc", "abcd"));
+  EXPECT_FALSE(constant_time_equal("", "a"));
+}
+
+}  // namespace
+}  // namespace ds::server
