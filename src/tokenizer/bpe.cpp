@@ -77,6 +77,10 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
     consider(c.pos);
   }
   for (int32_t i = 0; i >= 0; i = syms[i].next) out.push_back(syms[i].id);
+  // One huge piece (a long run the pre-tokenizer cannot split) must not pin its scratch for the
+  // thread's life.
+  if (syms.capacity() > (1u << 14)) std::vector<Symbol>().swap(syms);
+  if (heap.capacity() > (1u << 14)) std::vector<Candidate>().swap(heap);
 }
 
 }  // namespace ds

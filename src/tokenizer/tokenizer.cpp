@@ -7,6 +7,11 @@
 
 namespace ds {
 
+namespace {
+// Scratch entries a thread keeps between calls (a few hundred KiB at most).
+constexpr std::size_t kScratchKeep = 1 << 14;
+}  // namespace
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
   const Data& d = *data_;
   std::vector<int32_t> out;
@@ -32,6 +37,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
       if (piece.size() > 1) d.cache.insert(piece, std::span<const int32_t>(out).subspan(before));
     }
   }
+  // A huge text would otherwise leave this thread's scratch at its size for the thread's life
+  // (HTTP worker threads live long): past a bound it goes back to the allocator.
+  if (segments.capacity() > kScratchKeep) std::vector<AddedTokenMatcher::Segment>().swap(segments);
+  if (pieces.capacity() > kScratchKeep) std::vector<std::string_view>().swap(pieces);
+  if (scratch.size() > kScratchKeep / 16) std::deque<std::string>().swap(scratch);
   return out;
 }
 
