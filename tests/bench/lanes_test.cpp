@@ -195,8 +195,10 @@ TEST(Lanes, DurationEndsTheRunEvenDuringThinkTime) {
   cfg.idle_gap_cap_s = 3600;
   const ReplayOutput out = h.run(cfg);
   // Each lane sent turn 0 and was thinking about turn 1 when the duration ran out: the stop woke
-  // it instead of letting it sleep out the hour, and nothing was sent after the stop.
-  ASSERT_EQ(out.records.size(), 2u);
+  // it instead of letting it sleep out the hour, and nothing was sent after the stop. (A lane
+  // whose thread started only after the stop sends nothing, so 1 record is also possible.)
+  ASSERT_GE(out.records.size(), 1u);
+  ASSERT_LE(out.records.size(), 2u);
   ASSERT_GE(out.measure_start_s, 0);
   EXPECT_GE(out.stop_s, out.measure_start_s + cfg.duration_s);
   for (const auto& r : out.records) {
