@@ -102,10 +102,11 @@ namespace {
 // The decode shapes the presets and bundled models run (src/model/presets.cpp, models/*/config.json).
 // MLA attends every head to the shared latent row [c | k_pe] with c as the value, so dk is
 // kv_lora_rank + qk_rope_head_dim and dv is kv_lora_rank, values aliasing the keys; GQA has
-// separate key and value rows of head_dim. The MLA mixer splits the 12 heads of bench-100m into
-// groups by thread count (12 / threads, the last group smaller), so every head count from 1 to
-// 12 can reach the kernel; 5, 6 and 7 reach the AVX-512 value loop's 5- and 6-head tiles and its
-// 6+1 split, 3 and 7 the score tile's 3-head tail.
+// separate key and value rows of head_dim. The MLA mixer hands the kernel all 12 heads of
+// bench-100m or, when decode rows are too few to fill the threads, groups of ceil(12 / threads)
+// (6, 4, 3, 2, 1); other head counts come with other configs (any nq per KV group is allowed).
+// 5, 6 and 7 heads take the AVX-512 value loop's 5- and 6-head tiles and its 6 + 1 split; 3 and 7
+// the score tile's 3-head tail after 4-head tiles.
 struct DecodeShape {
   const char* what;
   int nq, dk, dv;
@@ -136,11 +137,11 @@ struct DecodeCase {
 
   DecodeCase(const DecodeShape& s, int n_ctx, int bs, unsigned seed) {
     const int blocks = (n_ctx + bs - 1) / bs;
-    for (int b = 0; b < blocks; ++b) table.push_back((b * 5 + 2) % (blocks + 3));  // shuffled, gaps
+    for (int b = 0; b < blocks; ++b) table.push_back(2 * (blocks - 1 - b) + 1);  // reversed, with gaps
     const int row = s.latent ? s.dk : 4 * s.dk;
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd;
-    pool.resize(size_t(blocks + 3) * size_t(bs) * size_t(row));
+    pool.resize(size_t(2 * blocks) * size_t(bs) * size_t(row));
     for (auto& x : pool) x = nd(rng);
     q.resize(size_t(s.nq) * size_t(s.dk));
     for (auto& x : q) x = nd(rng);
