@@ -86,7 +86,7 @@ TEST_P(GoldenLogits, PrefillAndGreedyDecodeMatchReference) {
 // Tolerances: about 4x the worst |C++ - reference| seen over prefill and decode logits under
 // all three ISAs (the Runner's 2 threads; AVX-512, AVX2 and scalar entries of ctest):
 //   tiny-hybrid-f32 9.5e-7, tiny-hybrid-bf16 8.3e-7, tiny-llama-f32 8.3e-7 -> 4e-6;
-//   deltacoder 1.05e-5, deltacoder-draft 9.5e-6 (decode steps, scalar/avx512) -> 4e-5
+//   deltacoder 1.05e-5, deltacoder-draft 9.5e-6 (both at decode steps) -> 4e-5
 //   (the trained models' logits reach ~11 against ~2 for the random tiny ones: the same relative
 //   f32 rounding is larger in absolute terms).
 // A regression worth catching (a wrong mask, a dropped term, bf16 rounding where f32 belongs)
