@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "../support/missing_dependency.h"
 #include "bench/report.h"
 #include "bench/results.h"
 
@@ -87,7 +88,8 @@ TEST(Report, RendersSelfContainedHtml) {
 
 TEST(Report, DrawsInHeadlessChromium) {
   const char* chromium = "/usr/bin/chromium";
-  if (access(chromium, X_OK) != 0) GTEST_SKIP() << "no " << chromium << " (scripts/setup installs it)";
+  // Skips without chromium, except under CI (CI=true), where its absence is a failure.
+  DS_REQUIRE_DEPENDENCY(access(chromium, X_OK) == 0, "no " << chromium << " (scripts/setup installs it)");
   const fs::path dir = fs::temp_directory_path() / ("ds-report-chromium-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   make_results(dir / "results");

@@ -1,6 +1,7 @@
 // The whole bench path against a stub OpenAI-compatible server inside the test: it streams SSE
-// with known delays, so TTFT and ITL are known up to scheduling noise. The tolerances leave room
-// for a loaded 2-core CI machine; metrics_test.cpp holds the arithmetic itself to exact values.
+// with known delays, so TTFT and ITL have known lower bounds. A loaded 2-core CI machine can
+// stretch any delay without limit, so timings are only bounded below and checked for order;
+// metrics_test.cpp holds the arithmetic itself to exact values.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -144,17 +145,18 @@ TEST(BenchAgainstStub, MetricsMatchTheStreamedTiming) {
     EXPECT_EQ(m["requests"]["output_length_mismatch"], 0);
     const json& lat = m["latency_s"];
     // The stub sleeps its delays, so a measured gap can never be shorter than the delay (minus
-    // clock granularity); on a loaded machine a sleep may overshoot, so the upper bounds are
-    // looser. The arithmetic itself is held exact in metrics_test.cpp.
-    auto expect_delay = [](double got, double want, double over) {
-      EXPECT_GE(got, want - 0.003);
-      EXPECT_LE(got, want + over);
-    };
-    expect_delay(lat["ttft"]["mean"].get<double>(), kTtft, 0.15);
-    expect_delay(lat["ttft"]["p50"].get<double>(), kTtft, 0.15);
-    expect_delay(lat["itl"]["mean"].get<double>(), kItl, 0.06);
-    expect_delay(lat["itl"]["p50"].get<double>(), kItl, 0.06);
-    expect_delay(lat["tpot"]["mean"].get<double>(), kItl, 0.06);
+    // clock granularity). A sleep may overshoot by any amount on a loaded machine, so there is
+    // no upper bound; instead the figures must be ordered as their definitions make them.
+    const double at_least = 0.003;
+    for (const char* stat : {"mean", "p50"}) {
+      EXPECT_GE(lat["ttft"][stat].get<double>(), kTtft - at_least) << stat;
+      EXPECT_GE(lat["itl"][stat].get<double>(), kItl - at_least) << stat;
+      // Every request's end to end time contains its TTFT, so every statistic of them does too.
+      EXPECT_GE(lat["e2e"][stat].get<double>(), lat["ttft"][stat].get<double>()) << stat;
+    }
+    EXPECT_GE(lat["tpot"]["mean"].get<double>(), kItl - at_least);
+    EXPECT_LE(lat["ttft"]["p50"].get<double>(), lat["ttft"]["p99"].get<double>());
+    EXPECT_LE(lat["itl"]["p50"].get<double>(), lat["itl"]["p99"].get<double>());
     EXPECT_NEAR(m["interactivity_tok_s"]["p50"].get<double>(), 1 / lat["itl"]["p50"].get<double>(), 1e-9);
     const double out_tok_s = m["throughput"]["output_tok_s"].get<double>();
     EXPECT_NEAR(m["throughput"]["output_tok_s_per_rank"].get<double>(), out_tok_s / 2, 1e-9);
@@ -178,7 +180,8 @@ TEST(BenchAgainstStub, MetricsMatchTheStreamedTiming) {
       EXPECT_EQ(q["completion_tokens"], q["max_tokens"]);
       const double expect_e2e = kTtft + kItl * (q["max_tokens"].get<double>() - 1);
       EXPECT_GE(q["e2e_s"].get<double>(), expect_e2e - 0.005);
-      EXPECT_LE(q["e2e_s"].get<double>(), expect_e2e + 0.4);
+      EXPECT_GE(q["ttft_s"].get<double>(), kTtft - 0.003);
+      EXPECT_GE(q["e2e_s"].get<double>(), q["ttft_s"].get<double>());
     }
     EXPECT_EQ(lines, 6 + conc);
   }

@@ -1,6 +1,7 @@
 // `deltaserve serve` as a process, on a real (tiny, random-weight) model written by
 // `deltaserve make-model`: start-up validation, batch invariance with the real forward, SIGTERM
-// drain, and a bounded 64-client load. Skips when the CLI or make-model is not available.
+// drain, and a bounded 64-client load. Skips when the CLI is not built (fails under CI); a
+// make-model that fails is a failure of every test here, never a skip.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <future>
 #include <thread>
 
+#include "../support/missing_dependency.h"
 #include "server_harness.h"
 
 namespace ds {
@@ -36,21 +38,31 @@ std::string run_capture(const std::string& cmd, int* status) {
   return out;
 }
 
-// A tiny-hybrid model directory made once per test binary, or "" when it cannot be made.
-const std::string& tiny_model() {
-  static const std::string dir = []() -> std::string {
-    if (!fs::exists(DS_CLI)) return "";
-    std::string d = (fs::temp_directory_path() / ("ds_cli_serve_" + std::to_string(getpid()))).string();
+// A tiny-hybrid model directory made once per test binary: dir, or why it could not be made.
+struct TinyModel {
+  bool cli_built = false;
+  std::string dir, error;
+};
+
+const TinyModel& tiny_model_made() {
+  static const TinyModel m = [] {
+    TinyModel r;
+    r.cli_built = fs::exists(DS_CLI);
+    if (!r.cli_built) return r;
+    const std::string d = (fs::temp_directory_path() / ("ds_cli_serve_" + std::to_string(getpid()))).string();
     int st = 0;
-    std::string out = run_capture(std::string(DS_CLI) + " make-model --preset tiny-hybrid --seed 1 --out " + d, &st);
-    if (st != 0) {
-      std::fprintf(stderr, "make-model failed: %s\n", out.c_str());
-      return "";
-    }
-    return d;
+    const std::string cmd = std::string(DS_CLI) + " make-model --preset tiny-hybrid --seed 1 --out " + d;
+    const std::string out = run_capture(cmd, &st);
+    if (st != 0)
+      r.error = "failed (" + (WIFEXITED(st) ? "exit " + std::to_string(WEXITSTATUS(st)) : "status " + std::to_string(st)) +
+                "): " + cmd + "\n" + out;
+    else r.dir = d;
+    return r;
   }();
-  return dir;
+  return m;
 }
+
+const std::string& tiny_model() { return tiny_model_made().dir; }
 
 class ServeProcess {
  public:
@@ -122,9 +134,12 @@ class ServeProcess {
   std::string log_;
 };
 
-#define REQUIRE_TINY_MODEL()                                                           \
-  do {                                                                                 \
-    if (tiny_model().empty()) GTEST_SKIP() << "deltaserve or make-model unavailable"; \
+// A CLI that was not built is a missing dependency (skip; under CI fail); a CLI that cannot
+// make the model is broken, and every test that needs the model fails with its output.
+#define REQUIRE_TINY_MODEL()                                                              \
+  do {                                                                                    \
+    DS_REQUIRE_DEPENDENCY(tiny_model_made().cli_built, "deltaserve not built at " DS_CLI); \
+    if (!tiny_model_made().error.empty()) FAIL() << "make-model " << tiny_model_made().error; \
   } while (0)
 
 json completion(const std::vector<int>& prompt, int n) {

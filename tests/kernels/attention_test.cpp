@@ -95,3 +95,111 @@ TEST(Attention, PrefillTilesMatchPerQueryReference) {
 
 }  // namespace
 }  // namespace ds
+
+namespace ds {
+namespace {
+
+// The decode shapes the presets and bundled models run (src/model/presets.cpp, models/*/config.json).
+// MLA attends every head to the shared latent row [c | k_pe] with c as the value, so dk is
+// kv_lora_rank + qk_rope_head_dim and dv is kv_lora_rank, values aliasing the keys; GQA has
+// separate key and value rows of head_dim. The MLA mixer hands the kernel all 12 heads of
+// bench-100m or, when decode rows are too few to fill the threads, groups of ceil(12 / threads)
+// (6, 4, 3, 2, 1); other head counts come with other configs (any nq per KV group is allowed).
+// 5, 6 and 7 heads take the AVX-512 value loop's 5- and 6-head tiles and its 6 + 1 split; 3 and 7
+// the score tile's 3-head tail after 4-head tiles.
+struct DecodeShape {
+  const char* what;
+  int nq, dk, dv;
+  bool latent;  // values are the first dv floats of the key row (MLA)
+};
+
+constexpr DecodeShape kDecodeShapes[] = {
+    {"bench-100m MLA (latent 256 + rope 32)", 12, 288, 256, true},
+    {"bench-100m MLA, 7-head group", 7, 288, 256, true},
+    {"bench-100m MLA, 6-head group", 6, 288, 256, true},
+    {"bench-100m MLA, 5-head group", 5, 288, 256, true},
+    {"bench-100m MLA, 3-head group", 3, 288, 256, true},
+    {"bench-100m MLA, 1-head group", 1, 288, 256, true},
+    {"deltacoder MLA (latent 96 + rope 16)", 3, 112, 96, true},
+    {"tiny-hybrid MLA (latent 32 + rope 8)", 2, 40, 32, true},
+    {"bench-100m-dense GQA (12 q / 4 kv heads of 64)", 3, 64, 64, false},
+    {"tiny-llama GQA (4 q / 2 kv heads of 16)", 2, 16, 16, false},
+    {"GQA 5 q heads per kv head", 5, 64, 64, false},
+    {"GQA 7 q heads per kv head", 7, 64, 64, false},
+};
+
+// A paged pool in the layout the mixers write: MLA rows of dk floats (the value is the row's
+// head); GQA rows holding two kv heads' keys then their values, this head being the second.
+struct DecodeCase {
+  std::vector<int32_t> table;
+  std::vector<float> pool, q;
+  PagedKv kv;
+
+  DecodeCase(const DecodeShape& s, int n_ctx, int bs, unsigned seed) {
+    const int blocks = (n_ctx + bs - 1) / bs;
+    for (int b = 0; b < blocks; ++b) table.push_back(2 * (blocks - 1 - b) + 1);  // reversed, with gaps
+    const int row = s.latent ? s.dk : 4 * s.dk;
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd;
+    pool.resize(size_t(2 * blocks) * size_t(bs) * size_t(row));
+    for (auto& x : pool) x = nd(rng);
+    q.resize(size_t(s.nq) * size_t(s.dk));
+    for (auto& x : q) x = nd(rng);
+    kv.k = s.latent ? pool.data() : pool.data() + s.dk;
+    kv.v = s.latent ? pool.data() : pool.data() + 3 * s.dk;
+    kv.block_stride = size_t(bs) * size_t(row);
+    kv.token_stride = size_t(row);
+    kv.block_size = bs;
+    kv.block_table = table.data();
+  }
+};
+
+TEST(Attention, DecodeMatchesReferenceAtModelShapes) {
+  // Context lengths: below one 4-key score tile, a 4-key remainder, a 32-row value-block
+  // remainder, exactly one partition, one past it, and several partitions with a ragged end.
+  for (const DecodeShape& s : kDecodeShapes) {
+    const float scale = 1.f / std::sqrt(float(s.dk));
+    for (int n_ctx : {1, 3, 38, 256, 257, 777}) {
+      for (int bs : {64, 16}) {
+        if (bs == 16 && n_ctx != 257) continue;  // small blocks: one length is enough
+        DecodeCase c(s, n_ctx, bs, unsigned(n_ctx * 31 + s.nq * 7 + s.dk));
+        std::vector<float> out(size_t(s.nq) * size_t(s.dv), NAN), ref(out.size());
+        std::vector<float> scratch(attention_scratch_floats(s.nq, s.dv, n_ctx));
+        attention_decode(c.q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, out.data(), scratch.data());
+        attention_reference(c.q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, ref.data());
+        for (int h = 0; h < s.nq; ++h)
+          for (int d = 0; d < s.dv; ++d) {
+            const size_t i = size_t(h) * size_t(s.dv) + size_t(d);
+            ASSERT_NEAR(out[i], ref[i], 2e-5f) << s.what << ": n_ctx=" << n_ctx << " block=" << bs << " head " << h
+                                               << " of " << s.nq << ", value column " << d << " of " << s.dv;
+          }
+      }
+    }
+  }
+}
+
+TEST(Attention, PrefillMatchesReferenceAtWideLatentShapes) {
+  // The prefill tile's value loop runs 64 columns at a time: 256 is four full chunks, 96 one full
+  // and one partial. A chunk that continues a context crossing a 64-key block.
+  for (const DecodeShape& s : {kDecodeShapes[0], kDecodeShapes[6]}) {
+    const int start = 70, T = 9, n_ctx = start + T;
+    DecodeCase c(s, n_ctx, 64, 11);
+    const size_t q_stride = size_t(s.nq) * size_t(s.dk), o_stride = size_t(s.nq) * size_t(s.dv);
+    std::vector<float> q(size_t(T) * q_stride);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd;
+    for (auto& x : q) x = nd(rng);
+    const float scale = 1.f / std::sqrt(float(s.dk));
+    std::vector<float> out(size_t(T) * o_stride, NAN), ref(o_stride);
+    std::vector<float> scratch(attention_prefill_scratch_floats(s.nq, s.dk, s.dv));
+    attention_prefill(q.data(), q_stride, 0, T, start, s.nq, s.dk, s.dv, scale, c.kv, out.data(), o_stride, scratch.data());
+    for (int t = 0; t < T; ++t) {
+      attention_reference(q.data() + size_t(t) * q_stride, s.nq, s.dk, s.dv, scale, c.kv, start + t + 1, ref.data());
+      for (size_t i = 0; i < o_stride; ++i)
+        ASSERT_NEAR(out[size_t(t) * o_stride + i], ref[i], 2e-5f) << s.what << ": t=" << t << " i=" << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds

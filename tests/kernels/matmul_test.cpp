@@ -69,5 +69,44 @@ TEST(Matmul, RowsAreIndependentOfBatchSize) {
   }
 }
 
+TEST(Matmul, ThreadedSplitEqualsOneThreadAboveTheForkThreshold) {
+  // matmul forks only at m * n * k >= 2^20 multiply-adds (kParallelMinMacs in matmul.cpp), so the
+  // test above never splits. These shapes do, and are the real ones: bench-100m's 768-wide
+  // projections and 2048-wide FFN, for one decode row and a small batch. A row's result must be
+  // bit-identical whether its panels are split across 2 or 3 threads or computed on one, and
+  // whatever rows share the call (the 3-thread pool splits 2048 / 16 = 128 panels unevenly).
+  struct Shape { int n, k, m; };
+  for (DType dt : {DType::BF16, DType::F32})
+    for (const Shape s : {Shape{2048, 768, 1}, Shape{768, 2048, 1}, Shape{768, 768, 13}, Shape{1000, 300, 9}}) {
+      ASSERT_GE(double(s.m) * s.n * s.k, double(1 << 20)) << "below the fork threshold";
+      std::mt19937 rng(s.n + s.k + s.m);
+      std::normal_distribution<float> nd;
+      std::vector<float> w32(size_t(s.n) * s.k);
+      std::vector<uint16_t> w16(w32.size());
+      for (size_t i = 0; i < w32.size(); ++i) {
+        w32[i] = nd(rng) * 0.05f;
+        w16[i] = f32_to_bf16(w32[i]);
+      }
+      PackedWeight pw = dt == DType::BF16 ? pack_weight(w16.data(), dt, s.n, s.k) : pack_weight(w32.data(), dt, s.n, s.k);
+      std::vector<float> x(size_t(s.m) * s.k);
+      for (auto& v : x) v = nd(rng);
+      std::vector<float> serial(size_t(s.m) * s.n), one(size_t(s.n));
+      matmul(x.data(), size_t(s.k), pw, serial.data(), size_t(s.n), s.m, nullptr);
+      for (int threads : {2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> split(serial.size(), NAN);
+        matmul(x.data(), size_t(s.k), pw, split.data(), size_t(s.n), s.m, &pool);
+        for (size_t i = 0; i < split.size(); ++i)
+          ASSERT_EQ(split[i], serial[i]) << "n=" << s.n << " k=" << s.k << " m=" << s.m << " threads=" << threads
+                                         << " row " << i / size_t(s.n) << " col " << i % size_t(s.n);
+      }
+      // Each row alone (below the threshold when m > 1, so on one thread) equals its batched self.
+      for (int r = 0; r < s.m; ++r) {
+        matmul(x.data() + size_t(r) * s.k, size_t(s.k), pw, one.data(), size_t(s.n), 1, nullptr);
+        for (int o = 0; o < s.n; ++o) ASSERT_EQ(one[size_t(o)], serial[size_t(r) * s.n + size_t(o)]) << r << "," << o;
+      }
+    }
+}
+
 }  // namespace
 }  // namespace ds

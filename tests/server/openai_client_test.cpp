@@ -1,11 +1,12 @@
 // Runs tests/clients/openai_client.mjs (the official `openai` npm package) against an
 // in-process server. Skips when node or node_modules/openai is missing (scripts/setup installs
-// both).
+// both); under CI (CI=true) that is a failure instead.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 
+#include "../support/missing_dependency.h"
 #include "server_harness.h"
 
 namespace ds {
@@ -29,9 +30,9 @@ TEST(OpenAIClient, ChatStreamCompletionModels) {
   const std::string root = DS_SOURCE_DIR;
   int st = 0;
   run("node --version > /dev/null 2>&1", &st);
-  if (st != 0) GTEST_SKIP() << "node is not installed (run scripts/setup)";
-  if (!std::filesystem::exists(root + "/node_modules/openai/package.json"))
-    GTEST_SKIP() << "node_modules/openai is missing (run scripts/setup)";
+  DS_REQUIRE_DEPENDENCY(st == 0, "node is not installed (run scripts/setup)");
+  DS_REQUIRE_DEPENDENCY(std::filesystem::exists(root + "/node_modules/openai/package.json"),
+                        "node_modules/openai is missing (run scripts/setup)");
   testing::TestServer s;
   const std::string cmd = "cd '" + root + "' && DS_BASE_URL=http://127.0.0.1:" + std::to_string(s.port) +
                           " DS_MODEL=fake node tests/clients/openai_client.mjs 2>&1";

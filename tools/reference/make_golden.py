@@ -11,8 +11,14 @@ weights, bf16 or f32, are exact in f64), runs fixed prompts and writes f32 logit
     tokenize).
   - vocab <= 1024: logits of every position; else full logits of the last 4 positions plus
     the argmax and max logit of every position.
-  - greedy: the next N greedy tokens after each prompt (decode with the recurrence / KV cache).
+  - greedy: the next N greedy tokens after each prompt (decode with the recurrence / KV cache),
+    and the logits of each of those N decode steps (the step that feeds greedy token i):
+    every logit when vocab <= 1024, else the first --decode-logits-n of them, plus each step's
+    argmax and max logit either way, so the C++ test compares decode logits, not only tokens.
 KDA uses the recurrence (the reference form).
+Run from the repository root with the system Python that has torch, e.g.
+  /usr/bin/python3 tools/reference/make_golden.py --model models/deltacoder --out tests/data/golden/deltacoder.json
+(model_dir in the output is written relative to the current directory).
 """
 import argparse
 import json
@@ -70,14 +76,15 @@ def prompts_for(cfg, model_dir, seed):
 def run(m, ids, n_greedy):
     logits, state = m(torch.tensor([ids]))
     logits = logits[0]
-    gen = []
+    gen, steps = [], []
     last = logits[-1]
     for _ in range(n_greedy):
         nxt = int(last.argmax())
         gen.append(nxt)
         lo, state = m(torch.tensor([[nxt]]), state)
         last = lo[0, -1]
-    return logits, gen
+        steps.append(last)
+    return logits, gen, torch.stack(steps) if steps else logits[:0]
 
 
 def main():
@@ -87,16 +94,19 @@ def main():
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--greedy", type=int, default=8)
     ap.add_argument("--full-vocab-max", type=int, default=1024)
+    ap.add_argument("--decode-logits-n", type=int, default=512,
+                    help="leading logits stored per decode step when the vocab is above --full-vocab-max")
     a = ap.parse_args()
     m, cfg = load(a.model)
     V = cfg["vocab_size"]
     full = V <= a.full_vocab_max
     entries = []
     for name, ids in prompts_for(cfg, a.model, a.seed):
-        logits, gen = run(m, ids, a.greedy)
-        lf = logits.float()
+        logits, gen, steps = run(m, ids, a.greedy)
+        lf, sf = logits.float(), steps.float()
         T = len(ids)
         pos = list(range(T)) if full else list(range(max(0, T - 4), T))
+        n_dec = V if full else min(V, a.decode_logits_n)
         entries.append({
             "name": name,
             "ids": ids,
@@ -105,6 +115,9 @@ def main():
             "logits_positions": pos,
             "logits": [[float(x) for x in lf[p]] for p in pos],
             "greedy_next": gen,
+            "decode_argmax": [int(x) for x in sf.argmax(-1)],
+            "decode_max_logit": [float(x) for x in sf.max(-1).values],
+            "decode_logits": [[float(x) for x in sf[i, :n_dec]] for i in range(len(gen))],
         })
     doc = {
         "model_dir": os.path.relpath(os.path.abspath(a.model), os.getcwd()),
@@ -114,6 +127,7 @@ def main():
         "reference": "tools/reference/" + ("kimi_linear.py (KDA recurrence)" if cfg["model_type"] ==
                                            "kimi_linear" else "llama.py") + ", computed in f64",
         "full_logits": full,
+        "decode_logits_n": V if full else min(V, a.decode_logits_n),
         "prompts": entries,
     }
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)

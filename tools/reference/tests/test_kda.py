@@ -133,7 +133,8 @@ class TestGolden(unittest.TestCase):
             script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "make_golden.py")
             subprocess.run([sys.executable, script, "--model", os.path.join(d, "m"), "--out", out,
                             "--greedy", "2"], check=True, capture_output=True)
-            g = json.load(open(out))
+            with open(out) as f:
+                g = json.load(f)
             self.assertTrue(g["full_logits"])
             lens = [len(p["ids"]) for p in g["prompts"]]
             self.assertIn(140, lens)
@@ -141,6 +142,13 @@ class TestGolden(unittest.TestCase):
             p = g["prompts"][2]
             logits, _ = ref(torch.tensor([p["ids"]]))
             self.assertLess((logits[0] - torch.tensor(p["logits"])).abs().max().item(), 1e-4)
+            # Decode-step logits: step i is the forward after feeding greedy token i.
+            self.assertEqual(len(p["decode_logits"]), 2)
+            self.assertEqual(g["decode_logits_n"], 97)
+            for i in range(2):
+                seq, _ = ref(torch.tensor([p["ids"] + p["greedy_next"][:i + 1]]))
+                self.assertLess((seq[0, -1] - torch.tensor(p["decode_logits"][i])).abs().max().item(), 1e-4)
+                self.assertEqual(p["decode_argmax"][i], int(torch.tensor(p["decode_logits"][i]).argmax()))
 
 
 if __name__ == "__main__":
