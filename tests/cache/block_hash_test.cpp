@@ -54,7 +54,7 @@ TEST(BlockHash, SeedIsXxh64OfTheIdentityWithTheDeltaserveSeed) {
   EXPECT_EQ(block_hash_seed(id), XXH64(id, sizeof id, 0x64656c7461736576ull));  // "deltasev"
   EXPECT_EQ(block_hash_seed(id), 0xeadd5936edfa540cull);
   std::vector<uint64_t> h;
-  extend_block_hashes(block_hash_seed(id), {1, 2, 3, 4}, 4, &h);
+  extend_block_hashes(block_hash_seed(id), std::vector<int32_t>{1, 2, 3, 4}, 4, &h);
   ASSERT_EQ(h.size(), 1u);
   EXPECT_EQ(h[0], 0x3a02d97b44d87bd8ull);
 }
