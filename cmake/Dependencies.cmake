@@ -25,6 +25,8 @@ ds_require_package(yaml-cpp libyaml-cpp-dev)
 ds_require_pkgconfig(XXHASH libxxhash libxxhash-dev)
 ds_require_pkgconfig(PCRE2 libpcre2-8 libpcre2-dev)
 ds_require_pkgconfig(HTTPLIB cpp-httplib libcpp-httplib-dev)
+# SHA-256 for the prefix cache's keyed block hashes (cache/block_hash.h).
+ds_require_pkgconfig(LIBCRYPTO libcrypto libssl-dev)
 find_package(GTest QUIET)
 if(NOT GTest_FOUND)
   message(FATAL_ERROR "missing dependency GTest: run scripts/setup (Debian package libgtest-dev)")

@@ -14,6 +14,7 @@ namespace ds {
 PrefixCache::PrefixCache(const PrefixCacheConfig& cfg, CacheMemory& memory)
     : cfg_(cfg), memory_(memory), pool_(cfg.num_blocks, cfg.block_size) {
   if (!cfg_.enabled) return;
+  key_ = ChainKey::random();
   snapshots_ = std::make_unique<StateSnapshots>(cfg_.num_snapshots, memory_.state_bytes_per_slot());
   if (cfg_.disk_dir.empty()) return;
   // Entries live in a subfolder named by the chain seed (the weights' fingerprint, KV layout,
@@ -23,6 +24,8 @@ PrefixCache::PrefixCache(const PrefixCacheConfig& cfg, CacheMemory& memory)
   char ns[24];
   std::snprintf(ns, sizeof ns, "%016llx", static_cast<unsigned long long>(cfg_.seed));
   disk_ = std::make_unique<DiskTier>(cfg_.disk_dir + "/" + ns, cfg_.disk_bytes);
+  // The entries' names are hashes under this key: a restart must hash with the same one.
+  key_ = ChainKey::load_or_create(cfg_.disk_dir + "/" + ns + "/chain.key");
   foreign_entries_ = count_foreign_entries(cfg_.disk_dir, ns);
   spdlog::info("disk tier: {}/{} ({} entries, {:.3f} GiB of {:.3f}; {} entries of other models or settings left alone)",
                cfg_.disk_dir, ns, disk_->entries(), double(disk_->bytes_used()) / double(1ull << 30),
@@ -97,7 +100,7 @@ int PrefixCache::resume(std::span<const int32_t> tokens, PrefixCursor* cur, std:
   if (!cfg_.enabled) return 0;
   const int bs = cfg_.block_size;
   const int len = int(tokens.size());
-  extend_block_hashes(cfg_.seed, tokens, bs, &cur->block_hashes);
+  extend_block_hashes(key_, cfg_.seed, tokens, bs, &cur->block_hashes);
   const auto& h = cur->block_hashes;
   // Retried when a tier entry proves unreadable: the tier has forgotten it, so the next look
   // finds a shorter prefix, and the loop ends.
@@ -196,7 +199,7 @@ std::optional<uint64_t> PrefixCache::chunk_snapshot(PrefixCursor* cur, int end) 
 std::optional<uint64_t> PrefixCache::decode_snapshot(std::span<const int32_t> tokens, PrefixCursor* cur, int end) {
   const int bs = cfg_.block_size;
   if (!cfg_.enabled || !cfg_.decode_snapshots || stateless() || end % bs != 0) return std::nullopt;
-  extend_block_hashes(cfg_.seed, tokens, bs, &cur->block_hashes);
+  extend_block_hashes(key_, cfg_.seed, tokens, bs, &cur->block_hashes);
   const uint64_t h = cur->block_hashes[size_t(end / bs - 1)];
   if (cur->decode_snapshot) snapshots_->erase(*cur->decode_snapshot);
   cur->decode_snapshot = h;
@@ -219,7 +222,7 @@ void PrefixCache::publish(std::span<const int32_t> tokens, PrefixCursor* cur, st
     cur->num_published = full;
     return;
   }
-  extend_block_hashes(cfg_.seed, tokens, bs, &cur->block_hashes);
+  extend_block_hashes(key_, cfg_.seed, tokens, bs, &cur->block_hashes);
   for (int b = cur->num_published; b < full; ++b) pool_.publish(blocks[size_t(b)], cur->block_hashes[size_t(b)]);
   cur->num_published = full;
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/block_hash.h"
 #include "cache/block_pool.h"
 #include "cache/cache_memory.h"
 #include "cache/disk_tier.h"
@@ -134,6 +135,7 @@ class PrefixCache {
   void plan_snapshot_points(PrefixCursor* cur, int len, int resume_blocks, int kv_blocks) const;
 
   PrefixCacheConfig cfg_;
+  ChainKey key_;  // keys the block-hash chain (cache/block_hash.h)
   CacheMemory& memory_;
   BlockPool pool_;
   std::unique_ptr<StateSnapshots> snapshots_;  // null when the cache is off

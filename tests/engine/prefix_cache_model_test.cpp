@@ -154,7 +154,11 @@ TEST(PrefixCacheModelDiskTier, CorruptBlockAndDeepestStateResumeShorterAndExact)
   std::vector<uint64_t> h;
   {
     auto m = Model::load(dir, 1);
-    extend_block_hashes(cache_chain_seed(*m, c.block_size), p1, c.block_size, &h);
+    std::string key_path;  // the chain's key, kept in the tier's folder for the next start
+    for (auto& e : std::filesystem::recursive_directory_iterator(tier))
+      if (e.path().filename() == "chain.key") key_path = e.path().string();
+    ASSERT_FALSE(key_path.empty());
+    extend_block_hashes(ChainKey::load_or_create(key_path), cache_chain_seed(*m, c.block_size), p1, c.block_size, &h);
   }
   ASSERT_EQ(h.size(), 9u);
   damage_entry(tier, 's', h[8]);  // the deepest state: 576
