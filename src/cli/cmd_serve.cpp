@@ -116,6 +116,17 @@ int run_serve(const ServeArgs& a) {
       if (sig == SIGTERM || sig == SIGINT) {
         spdlog::info("{}: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         http.drain_and_stop(std::chrono::milliseconds(int64_t(a.grace_s * 1000)));
+        // The HTTP library joins its workers before serve() returns, and a worker reading a
+        // request that trickles in a byte at a time never finishes (each byte restarts its read
+        // timeout). Every generation request is over by now, so wait a moment for the workers,
+        // then stop the engine (which flushes the disk tier) and exit without them.
+        for (int i = 0; i < 100 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (!done.load()) {
+          spdlog::warn("shutdown: HTTP connections still open after the grace period; closing them by exiting");
+          engine.stop();
+          spdlog::shutdown();
+          std::_Exit(0);
+        }
         return;
       }
     }

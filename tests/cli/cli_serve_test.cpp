@@ -3,6 +3,8 @@
 // drain, and a bounded 64-client load. Skips when the CLI is not built (fails under CI); a
 // make-model that fails is a failure of every test here, never a skip.
 #include <gtest/gtest.h>
+#include <atomic>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -252,6 +254,39 @@ TEST(CliServe, SigtermDrainsInFlightRequestsAndExitsZero) {
     EXPECT_TRUE(r.done);
   }
   EXPECT_EQ(p.wait_exit(90), 0) << p.log();
+}
+
+// A client that trickles its request a byte at a time once kept the server alive for 70 s after
+// SIGTERM with a 1 s grace (each byte restarted the HTTP library's read timeout, and its worker
+// was joined before exit). The drain is bounded whatever the clients do: this one must exit with
+// status 0 well inside the old 70 s.
+TEST(CliServe, SigtermExitsWithinTheGraceWhateverTheClients) {
+  REQUIRE_TINY_MODEL();
+  ServeProcess p({"--threads", "1", "--shutdown-grace-s", "1"});
+  ASSERT_TRUE(p.wait_healthy()) << p.log();
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(p.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + std::string(4000, 'a');
+    for (size_t i = 0; i < req.size() && !stop.load(); ++i) {
+      if (send(fd, &req[i], 1, MSG_NOSIGNAL) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(kill(p.pid(), SIGTERM), 0);
+  const int status = p.wait_exit(30);
+  stop.store(true);
+  trickle.join();
+  close(fd);
+  EXPECT_EQ(status, 0) << p.log();
+  EXPECT_NE(p.log().find("closing them by exiting"), std::string::npos) << p.log();
 }
 
 TEST(CliServe, SixtyFourStreamingClientsOnTheRealModel) {
