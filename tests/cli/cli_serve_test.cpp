@@ -234,7 +234,9 @@ TEST(CliServe, SigtermDrainsInFlightRequestsAndExitsZero) {
   std::vector<std::future<SseResult>> fs;
   for (int i = 0; i < 4; ++i)
     fs.push_back(std::async(std::launch::async, [&, i] {
-      return stream(p.port(), "/v1/completions", completion({1, 2, 3, 4 + i}, 48));
+      // Long enough that all four are still decoding when the signal comes, however fast the
+      // machine (48 tokens once finished before the wait below saw them running).
+      return stream(p.port(), "/v1/completions", completion({1, 2, 3, 4 + i}, 1500));
     }));
   // Wait until all four are in the engine, then signal.
   for (int i = 0; i < 400; ++i) {
