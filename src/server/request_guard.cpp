@@ -54,8 +54,11 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 std::optional<ApiError> check_request(const GuardSettings& g, const RequestFacts& r) {
   // Host: a rebinding page's requests carry the attacker's name, not one of ours.
-  const std::string listen = host_name(g.listen_host);
-  const bool any_interface = listen == "0.0.0.0" || listen == "[::]" || listen == "::" || listen.empty();
+  // The listening address is bare (no port); an IPv6 one is compared in its bracketed form, as
+  // a Host header spells it.
+  std::string listen = lower(g.listen_host);
+  if (listen.find(':') != std::string::npos && listen[0] != '[') listen = "[" + listen + "]";
+  const bool any_interface = listen == "0.0.0.0" || listen == "[::]" || listen.empty();
   const std::string host = host_name(r.host);
   if (r.host.empty()) {
     if (!listed(g.allowed_hosts, "*"))

@@ -33,6 +33,11 @@ TEST(RequestGuard, HostMustNameThisServer) {
   EXPECT_EQ(status(GuardSettings{"0.0.0.0", {}, {}, {}}, post("anything:1")), 200);
   EXPECT_EQ(status(GuardSettings{"0.0.0.0", {"a.example"}, {}, {}}, post("b.example")), 403);
   EXPECT_EQ(status(GuardSettings{"127.0.0.1", {"*"}, {}, {}}, post("b.example")), 200);
+  // IPv6 listening addresses, as a Host header brackets them.
+  EXPECT_EQ(status(GuardSettings{"::1", {}, {}, {}}, post("[::1]:8000")), 200);
+  EXPECT_EQ(status(GuardSettings{"::1", {}, {}, {}}, post("localhost:8000")), 200);
+  EXPECT_EQ(status(GuardSettings{"::1", {}, {}, {}}, post("evil.example")), 403);
+  EXPECT_EQ(status(GuardSettings{"::", {}, {}, {}}, post("anything")), 200);
 }
 
 TEST(RequestGuard, CrossOriginRequestsOnlyFromListedOrigins) {
