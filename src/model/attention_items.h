@@ -1,5 +1,6 @@
 // Splits a step's attention into independent items: a decode row is one item per KV head; a
-// prefill chunk is one item per (tile of queries, KV head). Items depend only on their own
+// prefill chunk is one item per (tile of queries, KV head); a speculative chunk is one item
+// per (token, KV head), each run as a decode row so it equals what decode would give. Items depend only on their own
 // sequence, so a sequence's result never depends on what it is batched with.
 #pragma once
 #include <algorithm>
@@ -21,13 +22,14 @@ struct AttnItem {
 inline int plan_attention(const ForwardBatch& batch, int groups, int nq_per_group, Arena& arena, AttnItem** out) {
   const int tile = attention_prefill_tile(nq_per_group);
   int n = 0;
-  for (const SeqChunk& sc : batch.seqs) n += ((sc.num_tokens + tile - 1) / tile) * groups;
+  auto tile_of = [&](const SeqChunk& sc) { return sc.spec_lane >= 0 ? 1 : tile; };
+  for (const SeqChunk& sc : batch.seqs) n += ((sc.num_tokens + tile_of(sc) - 1) / tile_of(sc)) * groups;
   AttnItem* items = arena.alloc<AttnItem>(size_t(std::max(n, 1)));
   int i = 0;
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
-    const int T = batch.seqs[s].num_tokens;
-    for (int t0 = 0; t0 < T; t0 += tile)
-      for (int g = 0; g < groups; ++g) items[i++] = {int32_t(s), int32_t(t0), int32_t(std::min(T, t0 + tile)), int32_t(g)};
+    const int T = batch.seqs[s].num_tokens, tl = tile_of(batch.seqs[s]);
+    for (int t0 = 0; t0 < T; t0 += tl)
+      for (int g = 0; g < groups; ++g) items[i++] = {int32_t(s), int32_t(t0), int32_t(std::min(T, t0 + tl)), int32_t(g)};
   }
   *out = items;
   return n;

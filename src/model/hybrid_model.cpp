@@ -33,6 +33,7 @@ struct Layer {
   std::optional<DenseFfn> dense;
   std::optional<MoeFfn> moe;
   size_t state_offset = 0;  // KDA: floats into a slot's state
+  size_t replay_offset = 0; // KDA: floats into a replay entry
   size_t kv_offset = 0;     // attention: this layer's floats per token before it in the pool
 };
 
@@ -53,6 +54,8 @@ class HybridModel final : public Model {
   void load_state(int slot, const void* src) override;
   void save_block(int block, void* dst) const override;
   void load_block(int block, const void* src) override;
+  void commit_speculative(int slot, int keep) override;
+  size_t rollback_bytes_per_slot() const override;
 
  private:
   size_t step_floats(int n, int logit_rows) const;
@@ -67,7 +70,7 @@ class HybridModel final : public Model {
   std::vector<Layer> layers_;
   std::vector<float> final_norm_;
   PackedWeight lm_head_;
-  size_t kv_floats_per_token_ = 0, state_floats_per_slot_ = 0;
+  size_t kv_floats_per_token_ = 0, state_floats_per_slot_ = 0, replay_floats_per_token_ = 0;
   size_t weights_bytes_ = 0, decode_weight_bytes_ = 0;
   uint64_t fingerprint_ = 0;
 
@@ -77,6 +80,8 @@ class HybridModel final : public Model {
   // no memory until blocks are used (the allocator maps large blocks lazily).
   std::unique_ptr<float[]> kv_pool_;
   std::vector<float> states_;
+  // Speculative rollback: [max_seqs][spec_positions] states (lanes) or replay entries.
+  std::vector<float> rollback_;
   Arena arena_;
   std::vector<std::vector<float>> thread_scratch_;
 };
@@ -104,6 +109,8 @@ HybridModel::HybridModel(const std::string& dir, int threads) : cfg_(load_model_
         L.kda.emplace(cfg_, w);
         L.state_offset = state_floats_per_slot_;
         state_floats_per_slot_ += L.kda->state_floats();
+        L.replay_offset = replay_floats_per_token_;
+        replay_floats_per_token_ += L.kda->replay_floats();
         mixer_bytes = L.kda->weight_bytes();
         break;
       case MixerKind::Mla:
@@ -163,10 +170,12 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   DS_CHECK(limits.max_seqs > 0 && limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 &&
                limits.num_kv_blocks > 0 && limits.block_size > 0,
            "runtime limits must all be positive");
+  DS_CHECK(limits.spec_positions >= 0 && limits.spec_positions <= 64, "speculative positions must be in [0, 64]");
   limits_ = limits;
   const int max_ctx = limits.num_kv_blocks * limits.block_size;
   kv_pool_.reset(new float[std::max<size_t>(1, kv_floats_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks))]);
   states_.assign(state_floats_per_slot_ * size_t(limits.max_seqs), 0.f);
+  rollback_.assign(rollback_bytes_per_slot() / 4 * size_t(limits.max_seqs), 0.f);
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
   size_t scratch = 0;
   for (const Layer& L : layers_) {
@@ -189,6 +198,15 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
              "forward: chunk token range outside the batch");
     DS_CHECK(sc.num_logits == 0 || sc.num_logits == 1 || sc.num_logits == sc.num_tokens,
              "forward: num_logits must be 0, 1 or num_tokens");
+    if (sc.spec_lane >= 0) {
+      DS_CHECK(sc.spec_lane + sc.num_tokens <= limits_.spec_positions,
+               "forward: speculative chunk at lane " + std::to_string(sc.spec_lane) + " with " +
+                   std::to_string(sc.num_tokens) + " tokens, but the runtime keeps " +
+                   std::to_string(limits_.spec_positions) + " positions");
+      DS_CHECK(sc.start_pos > 0, "forward: a speculative chunk cannot start a sequence");
+      DS_CHECK(limits_.rollback == StateRollback::Lanes || sc.spec_lane == 0,
+               "forward: replay keeps one speculative chunk per step (spec_lane 0)");
+    }
   }
   DS_CHECK(N > 0 && N <= limits_.max_batch_tokens, "forward: " + std::to_string(N) + " tokens, limit " + std::to_string(limits_.max_batch_tokens));
   DS_CHECK(logit_rows <= limits_.max_logit_rows, "forward: " + std::to_string(logit_rows) + " logit rows, limit " + std::to_string(limits_.max_logit_rows));
@@ -220,7 +238,15 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       rmsnorm(x + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
     });
     if (L.kda) {
-      L.kda->forward(ctx, h, x, states_.data() + L.state_offset, state_floats_per_slot_);
+      KdaRollback rb;
+      rb.mode = limits_.rollback;
+      rb.positions = limits_.spec_positions;
+      if (rb.positions > 0) {
+        const bool lanes = rb.mode == StateRollback::Lanes;
+        rb.base = rollback_.data() + (lanes ? L.state_offset : L.replay_offset);
+        rb.stride = lanes ? state_floats_per_slot_ : replay_floats_per_token_;
+      }
+      L.kda->forward(ctx, h, x, states_.data() + L.state_offset, state_floats_per_slot_, rb);
     } else if (L.mla) {
       L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size);
     } else {
@@ -243,6 +269,30 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       rmsnorm(x + size_t(first + i) * size_t(H), final_norm_.data(), cfg_.rms_norm_eps, hl + size_t(r) * size_t(H), H);
   }
   if (logit_rows > 0) matmul(hl, size_t(H), lm_head_, logits, size_t(cfg_.vocab_size), logit_rows, pool_.get());
+}
+
+size_t HybridModel::rollback_bytes_per_slot() const {
+  const size_t per = limits_.rollback == StateRollback::Lanes ? state_floats_per_slot_ : replay_floats_per_token_;
+  return per * size_t(limits_.spec_positions) * 4;
+}
+
+void HybridModel::commit_speculative(int slot, int keep) {
+  DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "commit_speculative: bad slot " + std::to_string(slot));
+  DS_CHECK(keep >= 0 && keep <= limits_.spec_positions,
+           "commit_speculative: keep " + std::to_string(keep) + " outside [0, " + std::to_string(limits_.spec_positions) + "]");
+  if (keep == 0 || state_floats_per_slot_ == 0) return;
+  float* st = states_.data() + size_t(slot) * state_floats_per_slot_;
+  const size_t positions = size_t(limits_.spec_positions);
+  if (limits_.rollback == StateRollback::Lanes) {
+    // The lane after the last accepted token is the committed state now.
+    const float* lane = rollback_.data() + (size_t(slot) * positions + size_t(keep - 1)) * state_floats_per_slot_;
+    std::memcpy(st, lane, state_floats_per_slot_ * 4);
+    return;
+  }
+  const float* entries = rollback_.data() + size_t(slot) * positions * replay_floats_per_token_;
+  float* scratch = thread_scratch_[0].data();
+  for (const Layer& L : layers_)
+    if (L.kda) L.kda->replay(st + L.state_offset, entries + L.replay_offset, replay_floats_per_token_, keep, scratch);
 }
 
 void HybridModel::save_state(int slot, void* dst) const {

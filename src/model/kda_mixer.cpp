@@ -47,12 +47,18 @@ size_t KdaMixer::state_floats() const {
   return size_t(H_) * size_t(D_) * size_t(D_) + size_t(K_ - 1) * size_t(3 * H_ * D_);
 }
 
-size_t KdaMixer::scratch_floats() const { return kda_chunk_scratch_floats(D_, D_); }
+size_t KdaMixer::scratch_floats() const {
+  // A speculative chunk runs its recurrence on a copy of the state.
+  return std::max(kda_chunk_scratch_floats(D_, D_), size_t(D_) * size_t(D_));
+}
+
+size_t KdaMixer::replay_floats() const { return size_t(6 * H_ * D_ + H_); }
 
 size_t KdaMixer::temp_floats(int n) const {
   const size_t HD = size_t(H_ * D_);
   const size_t Wp = 3 * HD + 2 * size_t(D_) + size_t(H_);
-  return size_t(n) * (Wp + 3 * HD) + 4 * 64;
+  // + speculative chunks: their conv inputs and one conv window per sequence (at most n)
+  return size_t(n) * (Wp + 3 * HD) + size_t(n) * 3 * HD + size_t(n) * size_t(K_ - 1) * 3 * HD + 6 * 64;
 }
 
 size_t KdaMixer::weight_bytes() const {
@@ -61,7 +67,7 @@ size_t KdaMixer::weight_bytes() const {
 }
 
 void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* states,
-                       size_t slot_stride) const {
+                       size_t slot_stride, const KdaRollback& rb) const {
   const int N = ctx.num_tokens;
   const int HD = H_ * D_;
   const size_t Wp = size_t(3 * HD + 2 * D_ + H_);
@@ -77,13 +83,41 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
 
   const auto& seqs = ctx.batch->seqs;
   const size_t rec_floats = size_t(H_) * size_t(D_) * size_t(D_);
+  const size_t C3 = size_t(3 * HD), hist = size_t(K_ - 1) * C3;
+  // A speculative chunk's conv inputs (the conv overwrites them) and conv window per sequence.
+  float* Raw = arena.alloc<float>(size_t(N) * C3);
+  float* Win = arena.alloc<float>(std::max<size_t>(1, seqs.size() * hist));
   // Short convolutions, one sequence at a time (each carries its own history).
   parallel_items(ctx.pool, int(seqs.size()), [&](int s, int) {
     const SeqChunk& sc = seqs[size_t(s)];
     float* st = states + size_t(sc.slot) * slot_stride;
-    if (sc.start_pos == 0) std::memset(st, 0, state_floats() * sizeof(float));
-    causal_conv_silu(P + size_t(sc.token_offset) * Wp, Wp, sc.num_tokens, 3 * HD, conv_w_.data(), K_,
-                     st + rec_floats);
+    float* xs = P + size_t(sc.token_offset) * Wp;
+    if (sc.spec_lane < 0) {
+      if (sc.start_pos == 0) std::memset(st, 0, state_floats() * sizeof(float));
+      causal_conv_silu(xs, Wp, sc.num_tokens, 3 * HD, conv_w_.data(), K_, st + rec_floats);
+      return;
+    }
+    // Speculative: the committed history stays; the conv runs on a copy, and each token's
+    // window (last K-1 inputs, oldest first, as causal_conv_silu keeps it) goes to its lane.
+    const float* src = sc.spec_lane == 0 ? st + rec_floats : rb.at(sc.slot, sc.spec_lane - 1) + rec_floats;
+    float* raw = Raw + size_t(sc.token_offset) * C3;
+    float* win = Win + size_t(s) * hist;
+    for (int t = 0; t < sc.num_tokens; ++t) std::memcpy(raw + size_t(t) * C3, xs + size_t(t) * Wp, C3 * sizeof(float));
+    std::memcpy(win, src, hist * sizeof(float));
+    causal_conv_silu(xs, Wp, sc.num_tokens, 3 * HD, conv_w_.data(), K_, win);
+    if (rb.mode == StateRollback::Lanes) {
+      std::memcpy(win, src, hist * sizeof(float));
+      for (int t = 0; t < sc.num_tokens; ++t) {
+        if (K_ > 1) {
+          std::memmove(win, win + C3, (hist - C3) * sizeof(float));
+          std::memcpy(win + hist - C3, raw + size_t(t) * C3, C3 * sizeof(float));
+        }
+        std::memcpy(rb.at(sc.slot, sc.spec_lane + t) + rec_floats, win, hist * sizeof(float));
+      }
+    } else {
+      for (int t = 0; t < sc.num_tokens; ++t)
+        std::memcpy(rb.at(sc.slot, sc.spec_lane + t), raw + size_t(t) * C3, C3 * sizeof(float));
+    }
   }, double(K_) * 3 * HD * double(N) / double(seqs.size()));
   // Per token: normalise q and k per head, gates, beta.
   const float q_scale = 1.f / std::sqrt(float(D_));
@@ -96,11 +130,25 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
       row[col_b + size_t(hh)] = sigmoidf(row[col_b + size_t(hh)]);
     }
   });
+  // Replay keeps each speculative token's k, v, g and beta after the conv input.
+  if (rb.mode == StateRollback::Replay) {
+    for (const SeqChunk& sc : seqs) {
+      if (sc.spec_lane < 0) continue;
+      for (int t = 0; t < sc.num_tokens; ++t) {
+        const size_t tok = size_t(sc.token_offset + t);
+        float* dst = rb.at(sc.slot, sc.spec_lane + t) + C3;
+        std::memcpy(dst, P + tok * Wp + size_t(HD), size_t(2 * HD) * sizeof(float));  // k, v
+        std::memcpy(dst + 2 * HD, G + tok * size_t(HD), size_t(HD) * sizeof(float));
+        std::memcpy(dst + 3 * HD, P + tok * Wp + col_b, size_t(H_) * sizeof(float));
+      }
+    }
+  }
   // The recurrence, one (sequence, head) pair per item.
   parallel_items(ctx.pool, int(seqs.size()) * H_, [&](int item, int thread) {
     const SeqChunk& sc = seqs[size_t(item / H_)];
     const int hh = item % H_;
-    float* S = states + size_t(sc.slot) * slot_stride + size_t(hh) * size_t(D_) * size_t(D_);
+    const size_t head = size_t(hh) * size_t(D_) * size_t(D_);
+    float* S = states + size_t(sc.slot) * slot_stride + head;
     const size_t off = size_t(sc.token_offset);
     KdaHeadIo io{P + off * Wp + size_t(hh * D_),
                  P + off * Wp + size_t(HD + hh * D_),
@@ -109,6 +157,18 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
                  P + off * Wp + col_b + size_t(hh),
                  Wp, Wp, size_t(HD), Wp,
                  O + off * size_t(HD) + size_t(hh * D_), size_t(HD)};
+    if (sc.spec_lane >= 0) {
+      // One token at a time, as decode runs it, on a copy of the starting state.
+      float* Sc = (*ctx.thread_scratch)[size_t(thread)].data();
+      const float* src = sc.spec_lane == 0 ? S : rb.at(sc.slot, sc.spec_lane - 1) + head;
+      std::memcpy(Sc, src, size_t(D_) * size_t(D_) * sizeof(float));
+      for (int t = 0; t < sc.num_tokens; ++t) {
+        kda_recurrent(Sc, D_, D_, 1, io.advanced(t));
+        if (rb.mode == StateRollback::Lanes)
+          std::memcpy(rb.at(sc.slot, sc.spec_lane + t) + head, Sc, size_t(D_) * size_t(D_) * sizeof(float));
+      }
+      return;
+    }
     // Pieces end on absolute multiples of the chunk size, and each piece picks its form by its
     // own length: the state at a block boundary is then bit-identical however the scheduler
     // split the prompt into steps, which is what lets a cached state snapshot stand in for
@@ -134,6 +194,28 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     }
   });
   matmul(O, size_t(HD), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
+}
+
+void KdaMixer::replay(float* state, const float* inputs, size_t stride, int keep, float* scratch) const {
+  const int HD = H_ * D_;
+  const size_t C3 = size_t(3 * HD), hist = size_t(K_ - 1) * C3;
+  const size_t rec_floats = size_t(H_) * size_t(D_) * size_t(D_);
+  float* win = state + rec_floats;
+  for (int t = 0; t < keep && K_ > 1; ++t) {
+    std::memmove(win, win + C3, (hist - C3) * sizeof(float));
+    std::memcpy(win + hist - C3, inputs + size_t(t) * stride, C3 * sizeof(float));
+  }
+  // The verify step ran kda_recurrent one token at a time; so does this. Its output is not
+  // needed: q is k and every token writes the same scratch row.
+  for (int hh = 0; hh < H_; ++hh) {
+    const float* k = inputs + C3 + size_t(hh * D_);
+    const float* v = inputs + C3 + size_t(HD + hh * D_);
+    const float* g = inputs + C3 + size_t(2 * HD + hh * D_);
+    const float* beta = inputs + C3 + size_t(3 * HD + hh);
+    const KdaHeadIo io{k, k, v, g, beta, stride, stride, stride, stride, scratch, 0};
+    float* S = state + size_t(hh) * size_t(D_) * size_t(D_);
+    for (int t = 0; t < keep; ++t) kda_recurrent(S, D_, D_, 1, io.advanced(t));
+  }
 }
 
 }  // namespace ds

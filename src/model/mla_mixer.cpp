@@ -107,10 +107,12 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
     const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
     float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);
-    if (sc.num_tokens == 1) {
+    if (sc.num_tokens == 1 || sc.spec_lane >= 0) {  // a decode row, or one token of a speculative chunk
       const int h0 = it.group * per_group, h1 = std::min(nh_, h0 + per_group);
+      const size_t t = size_t(it.t0);
       if (h0 < h1)
-        attention_decode(ql + size_t(h0) * lat, h1 - h0, L_ + R_, L_, scale_, kv, sc.start_pos + 1, ol + size_t(h0 * L_), scratch);
+        attention_decode(ql + (t * size_t(nh_) + size_t(h0)) * lat, h1 - h0, L_ + R_, L_, scale_, kv,
+                         sc.start_pos + it.t0 + 1, ol + t * size_t(nh_ * L_) + size_t(h0 * L_), scratch);
     } else if (it.group == 0) {  // prefill tiles carry all heads; other groups have nothing to do
       attention_prefill(ql, size_t(nh_) * lat, it.t0, it.t1, sc.start_pos, nh_, L_ + R_, L_, scale_, kv, ol,
                         size_t(nh_ * L_), scratch);

@@ -24,11 +24,24 @@ struct SeqChunk {
   int32_t num_tokens = 0;           // tokens in this chunk (1 for a decode row)
   int32_t token_offset = 0;         // index of the chunk's first token in ForwardBatch::tokens
   int32_t num_logits = 1;           // logits rows wanted: 0, 1 (last token) or num_tokens (all)
+  // >= 0: a speculative chunk (docs/speculative-decoding.md). Its tokens run one at a time with
+  // the decode arithmetic (recurrence, per-row attention), so each row equals what a decode
+  // step would give; the slot's committed KDA state is left untouched, and token i's state is
+  // kept as rollback lane spec_lane + i (lanes), or its inputs are kept for a replay (replay,
+  // spec_lane 0 only). The chunk starts from lane spec_lane - 1, or the committed state at 0.
+  // commit_speculative() then makes the state after the accepted tokens the committed one.
+  int32_t spec_lane = -1;
 };
 
 struct ForwardBatch {
   std::span<const int32_t> tokens;  // all chunks' tokens, concatenated
   std::span<const SeqChunk> seqs;
+};
+
+// How a speculative chunk keeps what a partial accept needs to roll the KDA state back.
+enum class StateRollback {
+  Lanes,   // the state after every speculative token ((k+1) states per sequence)
+  Replay,  // every speculative token's conv input, k, v, g and beta; commit replays the accepted
 };
 
 // Runtime sizes, fixed at start-up; forward() never allocates beyond them.
@@ -39,6 +52,8 @@ struct RuntimeLimits {
   int num_kv_blocks = 256;     // KV blocks in the pool, shared by all attention layers
   int block_size = 64;         // tokens per KV block
   int threads = 0;             // 0 = all available cores
+  int spec_positions = 0;      // speculative tokens per slot and step (0: none)
+  StateRollback rollback = StateRollback::Lanes;
 };
 
 // The model is also the memory behind the cache's block ids and state slots (CacheMemory:
@@ -65,6 +80,13 @@ class Model : public CacheMemory {
   // Runs one step; writes sum(num_logits) rows of vocab_size floats into logits, in the order
   // of batch.seqs. A chunk with start_pos == 0 starts its slot from a zero state.
   virtual void forward(const ForwardBatch& batch, float* logits) = 0;
+
+  // After a step with a speculative chunk in `slot`: the first `keep` of its tokens are
+  // accepted, so the committed KDA state becomes the state after them (keep 0 leaves it as it
+  // was). KV rows need nothing: rows past the accepted ones are rewritten before they are read.
+  virtual void commit_speculative(int slot, int keep) = 0;
+  // Bytes one slot holds for rollback beyond its committed state.
+  virtual size_t rollback_bytes_per_slot() const = 0;
 };
 
 }  // namespace ds

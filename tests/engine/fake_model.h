@@ -110,6 +110,9 @@ class FakeModel : public Model {
     pos_.assign(size_t(limits.max_seqs), -1);
   }
   const RuntimeLimits& limits() const override { return limits_; }
+  // Speculative decoding is tested on real models (tests/spec); the fake has no lanes.
+  void commit_speculative(int, int) override { throw std::logic_error("FakeModel keeps no speculative lanes"); }
+  size_t rollback_bytes_per_slot() const override { return 0; }
 
   void forward(const ForwardBatch& batch, float* logits) override {
     if (fail_next.exchange(false)) throw std::runtime_error("injected forward failure");
