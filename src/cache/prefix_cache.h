@@ -79,6 +79,8 @@ class PrefixCache {
   const BlockPool& pool() const { return pool_; }
   bool enabled() const { return cfg_.enabled; }
   int block_size() const { return cfg_.block_size; }
+  // Decode rows fill blocks that are shared and end in state snapshots.
+  bool decode_snapshots() const { return cfg_.enabled && cfg_.decode_snapshots; }
   // A model without recurrent layers: every cached block boundary resumes, nothing is saved.
   bool stateless() const { return !snapshots_ || snapshots_->stateless(); }
 

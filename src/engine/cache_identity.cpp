@@ -7,7 +7,7 @@
 
 namespace ds {
 
-uint64_t cache_chain_seed(const Model& model, int block_size) {
+uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft) {
   const ModelConfig& mc = model.config();
   // The weights' content (not just their shape: a restart on another checkpoint of the same
   // shape must not reuse this one's KV or states), the KV and state layout (f32 rows of these
@@ -23,7 +23,15 @@ uint64_t cache_chain_seed(const Model& model, int block_size) {
                                uint64_t(model.kv_bytes_per_block(block_size)),
                                uint64_t(model.state_bytes_per_slot()),
                                uint64_t(block_size)};
-  return block_hash_seed(identity);
+  const uint64_t seed = block_hash_seed(identity);
+  if (!draft) return seed;
+  const uint64_t with_draft[] = {seed,
+                                 0x6472616674000001ull,  // "draft"
+                                 uint64_t(draft->weights_bytes()),
+                                 draft->weights_fingerprint(),
+                                 uint64_t(draft->kv_bytes_per_block(block_size)),
+                                 uint64_t(draft->state_bytes_per_slot())};
+  return block_hash_seed(with_draft);
 }
 
 }  // namespace ds

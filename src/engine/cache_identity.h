@@ -8,6 +8,7 @@
 
 namespace ds {
 
-uint64_t cache_chain_seed(const Model& model, int block_size);
+// With a draft, its weights and layout join the identity: cached blocks and states carry both.
+uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft = nullptr);
 
 }  // namespace ds

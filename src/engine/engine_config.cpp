@@ -23,7 +23,7 @@ std::string gb(double bytes) {
 }
 }  // namespace
 
-void resolve_engine_config(EngineConfig* c, const Model& model) {
+void resolve_engine_config(EngineConfig* c, const Model& model, const Model* draft) {
   const ModelConfig& mc = model.config();
   auto fail = [](const std::string& msg) { throw Error("invalid settings: " + msg); };
   if (c->max_num_seqs < 1)
@@ -50,12 +50,17 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
          " exceeds the model's max_position_embeddings " +
          std::to_string(mc.max_position_embeddings));
   if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
+  resolve_spec_options(&c->spec);
+  if (c->spec.enabled() && !draft) fail("--draft-model is set but no draft model was loaded");
+  if (draft) check_draft_matches(model, *draft);
+  // The draft's KV rows live in the same block ids as the target's.
+  auto kv_bytes = [&](int bs) { return model.kv_bytes_per_block(bs) + (draft ? draft->kv_bytes_per_block(bs) : 0); };
 
   const int need_blocks = (c->max_model_len + c->block_size - 1) / c->block_size;
   if (c->num_kv_blocks == 0) {
     if (!(c->kv_pool_gb >= 0) || !std::isfinite(c->kv_pool_gb))
       fail("--kv-pool-gb must be a positive number (or 0 for auto), got " + num(c->kv_pool_gb));
-    const size_t per_block = model.kv_bytes_per_block(c->block_size);
+    const size_t per_block = kv_bytes(c->block_size);
     if (c->kv_pool_gb == 0 && per_block > 0) {
       // Without prefix caching a pool never holds more than max_num_seqs full sequences, so
       // that is all auto takes. With it, blocks nobody holds stay cached for later prompts, so
@@ -86,7 +91,7 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
   }
 
   validate_prefix_cache_options(c->prefix);
-  const size_t state_bytes = model.state_bytes_per_slot();
+  const size_t state_bytes = model.state_bytes_per_slot() + (draft ? draft->state_bytes_per_slot() : 0);
   if (!c->prefix.enabled || state_bytes == 0) {
     c->prefix.num_state_snapshots = 0;
     if (state_bytes == 0) c->prefix.state_cache_gb = 0;
@@ -97,8 +102,8 @@ void resolve_engine_config(EngineConfig* c, const Model& model) {
     if (bytes == 0) {
       // A resume needs the state as well as the KV, and a state costs as much as many blocks
       // (deltacoder: 168 KiB against 28 KiB a block), so it gets as much memory as the pool.
-      const double kv_bytes = double(c->num_kv_blocks) * double(model.kv_bytes_per_block(c->block_size));
-      bytes = std::max({kv_bytes, kAutoCacheFloorGb * double(1ull << 30), 2.0 * c->max_num_seqs * double(state_bytes)});
+      const double kv_total = double(c->num_kv_blocks) * double(kv_bytes(c->block_size));
+      bytes = std::max({kv_total, kAutoCacheFloorGb * double(1ull << 30), 2.0 * c->max_num_seqs * double(state_bytes)});
       bytes = std::min(bytes, kAutoPoolCapGb * double(1ull << 30));
     }
     const double n = std::floor(bytes / double(state_bytes));
@@ -116,7 +121,11 @@ RuntimeLimits runtime_limits(const EngineConfig& c) {
   RuntimeLimits l;
   l.max_seqs = c.max_num_seqs;
   l.max_batch_tokens = c.max_num_batched_tokens;
-  l.max_logit_rows = c.max_num_seqs;  // one sampled row per sequence per step
+  // One sampled row per sequence per step; a verify chunk scores K + 1.
+  const int rows_per_seq = c.spec.enabled() ? c.spec.num_speculative_tokens + 1 : 1;
+  l.max_logit_rows = c.max_num_seqs * rows_per_seq;
+  l.spec_positions = c.spec.enabled() ? rows_per_seq : 0;
+  l.rollback = c.spec.state_rollback == "replay" ? StateRollback::Replay : StateRollback::Lanes;
   l.num_kv_blocks = c.num_kv_blocks;
   l.block_size = c.block_size;
   l.threads = c.threads;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cache/prefix_cache_options.h"
+#include "spec/spec_options.h"
 
 namespace ds {
 
@@ -29,11 +30,14 @@ struct EngineConfig {
 
   // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, their spill folder.
   PrefixCacheOptions prefix;
+  // Speculative decoding (docs/speculative-decoding.md): a draft model proposes, the target verifies.
+  SpecOptions spec;
 };
 
 // Fills derived values (max_model_len default, num_kv_blocks) and checks every rule against
-// the model. Throws ds::Error with one line naming the setting, its value and what it needs.
-void resolve_engine_config(EngineConfig* cfg, const Model& model);
+// the model (and the draft, whose KV and state share the pool's blocks and the snapshots).
+// Throws ds::Error with one line naming the setting, its value and what it needs.
+void resolve_engine_config(EngineConfig* cfg, const Model& model, const Model* draft = nullptr);
 
 RuntimeLimits runtime_limits(const EngineConfig& cfg);
 

@@ -11,7 +11,7 @@ namespace ds {
 
 namespace {
 
-PrefixCacheConfig cache_config(const EngineConfig& c, const Model& model) {
+PrefixCacheConfig cache_config(const EngineConfig& c, const Model& model, const Model* draft) {
   PrefixCacheConfig p;
   p.num_blocks = c.num_kv_blocks;
   p.block_size = c.block_size;
@@ -20,7 +20,7 @@ PrefixCacheConfig cache_config(const EngineConfig& c, const Model& model) {
     p.num_snapshots = c.prefix.num_state_snapshots;
     p.snapshot_interval = c.prefix.snapshot_interval;
     p.decode_snapshots = c.prefix.decode_snapshots;
-    p.seed = cache_chain_seed(model, c.block_size);
+    p.seed = cache_chain_seed(model, c.block_size, draft);
     p.disk_dir = c.prefix.disk_tier_dir;
     p.disk_bytes = uint64_t(c.prefix.disk_tier_gb * double(1ull << 30));
   }
@@ -37,17 +37,44 @@ void mirror(prometheus::Counter* c, uint64_t total) {
 
 EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(std::move(model)), cfg_(std::move(cfg)) {
   DS_CHECK(model_ != nullptr, "engine: no model");
-  resolve_engine_config(&cfg_, *model_);
+  // The draft runs on the target's threads (one pool: the two never spin against each other).
+  std::unique_ptr<Model> draft;
+  if (cfg_.spec.enabled()) draft = Model::load_sharing_threads(cfg_.spec.draft_model, *model_);
+  resolve_engine_config(&cfg_, *model_, draft.get());
   vocab_ = model_->config().vocab_size;
-  model_->allocate(runtime_limits(cfg_));
-  cache_ = std::make_unique<PrefixCache>(cache_config(cfg_, *model_), *model_);
+  const RuntimeLimits limits = runtime_limits(cfg_);
+  model_->allocate(limits);
+  const int K = cfg_.spec.num_speculative_tokens;
+  if (draft) {
+    drafter_ = std::make_unique<Drafter>(std::move(draft), cfg_.spec.draft_sample, K);
+    drafter_->allocate(limits);
+    spec_memory_ = std::make_unique<SpecCacheMemory>(*model_, drafter_->model(), cfg_.block_size);
+    verifier_ = std::make_unique<Verifier>(vocab_);
+    if (cfg_.spec.synthetic()) {
+      synthetic_ = std::make_unique<SyntheticAcceptance>(cfg_.spec.acceptance_length, K);
+      metrics_.spec_synthetic->Add({{"source", cfg_.spec.acceptance_source}}).Set(cfg_.spec.acceptance_length);
+    }
+    if (cfg_.spec.draft_sample == DraftSample::Probabilistic)
+      draft_probs_.resize(size_t(cfg_.max_num_seqs) * size_t(K) * size_t(vocab_));
+    jobs_.reserve(size_t(cfg_.max_num_seqs));
+    for (int i = 1; i <= K; ++i) {
+      position_drafted_.push_back(&metrics_.spec_position_drafted->Add({{"position", std::to_string(i)}}));
+      position_accepted_.push_back(&metrics_.spec_position_accepted->Add({{"position", std::to_string(i)}}));
+    }
+  }
+  CacheMemory& memory = spec_memory_ ? static_cast<CacheMemory&>(*spec_memory_) : static_cast<CacheMemory&>(*model_);
+  cache_ = std::make_unique<PrefixCache>(cache_config(cfg_, *model_, drafter_ ? &drafter_->model() : nullptr), memory);
   for (const CacheCounter& c : cache_->counters()) cache_counters_.push_back(metrics_.add_counter(c.name, c.help));
-  scheduler_ = std::make_unique<Scheduler>(
-      SchedulerLimits{cfg_.max_num_seqs, cfg_.max_num_batched_tokens, cfg_.max_model_len}, *cache_);
+  SchedulerLimits sl{cfg_.max_num_seqs, cfg_.max_num_batched_tokens, cfg_.max_model_len};
+  sl.spec_tokens = drafter_ ? K : 0;
+  sl.has_draft = drafter_ != nullptr;
+  scheduler_ = std::make_unique<Scheduler>(sl, *cache_);
   sampler_ = Sampler(vocab_);
   // Everything the step loop touches is sized here, for the largest step the settings allow.
-  logits_.resize(size_t(cfg_.max_num_seqs) * size_t(vocab_));
-  sampled_.resize(size_t(cfg_.max_num_seqs));
+  logits_.resize(size_t(limits.max_logit_rows) * size_t(vocab_));
+  emitted_.resize(size_t(limits.max_logit_rows));
+  for (auto* v : {&row_of_, &n_emitted_, &accepted_}) v->resize(size_t(cfg_.max_num_seqs) + 1);
+  reason_.resize(size_t(cfg_.max_num_seqs) + 1);
   scratch_.reserve(size_t(cfg_.max_num_seqs) + size_t(cfg_.max_waiting));
   alive_ = true;  // set before the thread starts so /health is right as soon as we return
   thread_ = std::thread([this] { run(); });
@@ -168,7 +195,7 @@ void EngineLoop::run() {
 // ---- the step ----
 
 void EngineLoop::step() {
-  const StepPlan& plan = scheduler_->schedule();
+  StepPlan& plan = scheduler_->schedule();
   if (plan.num_preempted) metrics_.preemptions->Increment(plan.num_preempted);
   waiting_.store(scheduler_->num_waiting());
   if (plan.empty()) {
@@ -177,13 +204,58 @@ void EngineLoop::step() {
   }
   count_admissions(plan);
   const auto t_start = Clock::now();
+  if (drafter_) draft(plan);
+  const auto t_drafted = Clock::now();
   forward(plan);
   sample(plan);
+  const auto t_verified = Clock::now();
+  accept(plan);
   scheduler_->commit_step();
   stream(plan);
   finish_done(plan);
-  metrics_.step_seconds->Observe(std::chrono::duration<double>(Clock::now() - t_start).count());
+  const auto t_end = Clock::now();
+  const double step_s = std::chrono::duration<double>(t_end - t_start).count();
+  metrics_.step_seconds->Observe(step_s);
+  metrics_.step_seconds_total->Increment(step_s);
+  if (drafter_) {
+    metrics_.spec_draft_seconds->Increment(std::chrono::duration<double>(t_drafted - t_start).count());
+    bool verified = false;
+    for (int32_t k : plan.spec_k) verified = verified || k > 0;
+    if (verified) metrics_.spec_verify_seconds->Increment(std::chrono::duration<double>(t_verified - t_drafted).count());
+  }
   publish_counts();
+}
+
+void EngineLoop::draft(StepPlan& plan) {
+  // One job per planned chunk: decode rows and verify chunks feed what the draft has not fed
+  // yet and propose; prefill chunks are mirrored so the draft's cache and state follow.
+  jobs_.clear();
+  const int K = cfg_.spec.num_speculative_tokens;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const SeqChunk& c = plan.chunks[i];
+    Sequence* s = plan.seqs[i];
+    DraftJob j;
+    j.slot = c.slot;
+    j.block_table = c.block_table;
+    if (int(i) < plan.num_decode) {
+      j.start = s->draft_computed;
+      j.feed = std::span<const int32_t>(s->tokens.data() + s->draft_computed, size_t(s->num_computed + 1 - s->draft_computed));
+      j.k = plan.spec_k[i];
+      j.feed_last = plan.feed_last[i] != 0;
+      const SamplingParams& p = s->req.sampling;
+      j.filter = SamplingFilter{p.temperature, p.top_k, p.top_p, p.min_p};
+      Rng* rng = &s->rng;
+      j.uniform = [rng] { return rng->uniform(); };
+      j.tokens = plan.tokens.data() + c.token_offset + 1;
+      if (j.k > 0 && drafter_->keeps_probs(j.filter))
+        j.q = draft_probs_.data() + size_t(c.slot) * size_t(K) * size_t(vocab_);
+    } else {
+      j.start = c.start_pos;
+      j.feed = std::span<const int32_t>(plan.tokens.data() + c.token_offset, size_t(c.num_tokens));
+    }
+    jobs_.push_back(std::move(j));
+  }
+  drafter_->propose(std::span<DraftJob>(jobs_));
 }
 
 void EngineLoop::admit_and_retire(std::vector<std::unique_ptr<Sequence>>* arrived) {
@@ -225,42 +297,123 @@ void EngineLoop::forward(const StepPlan& plan) {
 void EngineLoop::sample(const StepPlan& plan) {
   // Every sequence that asked for logits, in batch order; each draws from its own random stream.
   int row = 0;
+  int c = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (plan.chunks[i].num_logits == 0) continue;
     Sequence* s = plan.seqs[i];
     const SamplingParams& p = s->req.sampling;
     const SamplingFilter f{p.temperature, p.top_k, p.top_p, p.min_p};
     const float* lg = logits_.data() + size_t(row) * size_t(vocab_);
-    // Greedy draws nothing, so a request's stream advances only when it samples.
-    sampled_[size_t(row)] = sampler_.sample(lg, vocab_, f, f.greedy() ? 0.0 : s->rng.uniform());
-    ++row;
+    row_of_[size_t(c)] = row;
+    const int k = plan.spec_k[i];
+    if (k > 0) {
+      VerifyRound r;
+      r.k = k;
+      r.draft = plan.tokens.data() + plan.chunks[i].token_offset + 1;
+      r.target_logits = lg;
+      r.vocab = vocab_;
+      r.filter = f;
+      if (drafter_->keeps_probs(f))
+        r.draft_probs = draft_probs_.data() + size_t(plan.chunks[i].slot) * size_t(cfg_.spec.num_speculative_tokens) * size_t(vocab_);
+      Rng* rng = &s->rng;
+      const std::function<double()> uniform = [rng] { return rng->uniform(); };
+      const VerifyOutcome o = synthetic_ ? verifier_->accept_synthetic(r, synthetic_->draw(k, uniform), uniform)
+                                         : verifier_->verify(cfg_.spec.method, r, uniform);
+      for (int j = 0; j < o.accepted; ++j) emitted_[size_t(row + j)] = r.draft[j];
+      emitted_[size_t(row + o.accepted)] = o.next;
+      n_emitted_[size_t(c)] = o.accepted + 1;
+      accepted_[size_t(c)] = o.accepted;
+    } else {
+      // Greedy draws nothing, so a request's stream advances only when it samples.
+      emitted_[size_t(row)] = sampler_.sample(lg, vocab_, f, f.greedy() ? 0.0 : s->rng.uniform());
+      n_emitted_[size_t(c)] = 1;
+      accepted_[size_t(c)] = 0;
+    }
+    row += plan.chunks[i].num_logits;
+    ++c;
+  }
+}
+
+void EngineLoop::accept(StepPlan& plan) {
+  // The emitted tokens join their sequences, up to the first that ends the request. A verify
+  // chunk keeps the tokens it fed that are now committed: the pending one and the accepted
+  // draft tokens before the last emitted token (which is pending now).
+  const auto t0 = Clock::now();
+  bool rolled = false;
+  int c = 0;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    if (plan.chunks[i].num_logits == 0) continue;
+    Sequence* s = plan.seqs[i];
+    const int row = row_of_[size_t(c)];
+    FinishReason reason = FinishReason::None;
+    int m = 0;
+    while (m < n_emitted_[size_t(c)] && reason == FinishReason::None) {
+      const int32_t tok = emitted_[size_t(row + m)];
+      s->tokens.push_back(tok);
+      ++m;
+      if (!s->req.ignore_eos && is_stop_token(*s, tok))
+        reason = FinishReason::Stop;
+      else if (s->num_generated() >= s->req.max_tokens || int(s->tokens.size()) >= cfg_.max_model_len)
+        reason = FinishReason::Length;
+    }
+    n_emitted_[size_t(c)] = m;
+    reason_[size_t(c)] = reason;
+    const int k = plan.spec_k[i];
+    if (k > 0) {
+      const int slot = plan.chunks[i].slot;
+      model_->commit_speculative(slot, m);
+      const int keep_draft = std::min(m - 1, jobs_[i].spec_fed());
+      drafter_->commit(slot, keep_draft);
+      s->draft_computed = s->num_computed + 1 + keep_draft;
+      plan.keep[i] = m;
+      rolled = true;
+      count_round(k, accepted_[size_t(c)]);
+      s->spec_drafted += k;
+      s->spec_accepted += accepted_[size_t(c)];
+    }
+    ++c;
+  }
+  if (rolled) metrics_.spec_rollback_seconds->Increment(std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+void EngineLoop::count_round(int k, int accepted) {
+  metrics_.spec_draft_tokens->Increment(k);
+  metrics_.spec_accepted_tokens->Increment(accepted);
+  metrics_.spec_acceptance_length->Observe(double(accepted + 1));
+  for (int j = 0; j < k; ++j) {
+    position_drafted_[size_t(j)]->Increment();
+    if (j < accepted) position_accepted_[size_t(j)]->Increment();
   }
 }
 
 void EngineLoop::stream(const StepPlan& plan) {
   const auto now = Clock::now();
-  int row = 0;
+  int c = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (plan.chunks[i].num_logits == 0) continue;
     Sequence* s = plan.seqs[i];
-    const float* lg = logits_.data() + size_t(row) * size_t(vocab_);
-    const int32_t tok = sampled_[size_t(row)];
-    ++row;
-    s->tokens.push_back(tok);
-    TokenOutput out;
-    out.token = tok;
-    if (s->req.logprobs >= 0) {
-      out.logprob = Sampler::logprob_of(lg, vocab_, tok);
-      if (s->req.logprobs > 0) sampler_.top_logprobs(lg, vocab_, s->req.logprobs, &out.top);
+    const int row = row_of_[size_t(c)], n = n_emitted_[size_t(c)];
+    ++c;
+    for (int j = 0; j < n; ++j) {
+      // Token j of a round was drawn from (or accepted against) the target's row j.
+      const float* lg = logits_.data() + size_t(row + j) * size_t(vocab_);
+      TokenOutput out;
+      out.token = emitted_[size_t(row + j)];
+      if (s->req.logprobs >= 0) {
+        out.logprob = Sampler::logprob_of(lg, vocab_, out.token);
+        if (s->req.logprobs > 0) sampler_.top_logprobs(lg, vocab_, s->req.logprobs, &out.top);
+      }
+      s->stream->push(std::move(out));
     }
-    s->stream->push(std::move(out));
-    metrics_.generation_tokens->Increment();
+    metrics_.generation_tokens->Increment(n);
     if (!s->has_first_token) {
       s->has_first_token = true;
       metrics_.ttft->Observe(std::chrono::duration<double>(now - s->arrival).count());
     } else {
       metrics_.itl->Observe(std::chrono::duration<double>(now - s->last_token).count());
     }
+    // The rest of a round's tokens arrive with its first.
+    for (int j = 1; j < n; ++j) metrics_.itl->Observe(0.0);
     s->last_token = now;
   }
 }
@@ -268,15 +421,11 @@ void EngineLoop::stream(const StepPlan& plan) {
 void EngineLoop::finish_done(const StepPlan& plan) {
   // After stream(): a request hears its last token before its end. Finishing erases only the
   // finished sequence from the scheduler's running list; the plan's other pointers stay valid.
+  int c = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (plan.chunks[i].num_logits == 0) continue;
-    Sequence* s = plan.seqs[i];
-    FinishReason reason = FinishReason::None;
-    if (!s->req.ignore_eos && is_stop_token(*s, s->tokens.back()))
-      reason = FinishReason::Stop;
-    else if (s->num_generated() >= s->req.max_tokens || int(s->tokens.size()) >= cfg_.max_model_len)
-      reason = FinishReason::Length;
-    if (reason != FinishReason::None) finish(scheduler_->finish(s), reason);
+    const FinishReason reason = reason_[size_t(c++)];
+    if (reason != FinishReason::None) finish(scheduler_->finish(plan.seqs[i]), reason);
   }
 }
 
@@ -313,6 +462,7 @@ void EngineLoop::finish(std::unique_ptr<Sequence> seq, FinishReason reason, cons
   // anyone who saw the stream finish also sees the pool without it.
   snap_running_.store(scheduler_->num_running());
   snap_kv_used_.store(cache_->pool().num_used());
+  if (drafter_) seq->stream->set_prediction_tokens(seq->spec_accepted, seq->spec_drafted - seq->spec_accepted);
   seq->stream->finish(reason, error);
   metrics_.finished->Add({{"finish_reason", finish_reason_name(reason)}}).Increment();
   metrics_.e2e->Observe(std::chrono::duration<double>(Clock::now() - seq->arrival).count());

@@ -4,7 +4,12 @@
 //   admit    take new requests in, retire cancelled ones;
 //   plan     the scheduler picks decode rows, prefill chunks and admissions (cache lookups);
 //   forward  restore claimed states, run the model over the flattened batch, save snapshots;
+//   draft    with a draft model: it feeds what the target feeds and proposes k tokens for
+//            every decoding sequence (spec/drafter.h), filling the verify chunks;
 //   sample   one token per sequence that asked for logits, each from its own random stream;
+//            a verify chunk's k + 1 rows go through the verifier instead (spec/verifier.h);
+//   accept   the tokens join their sequences (cut at a stop token or the length limit), and
+//            speculative states roll back to the accepted ones;
 //   commit   the fed tokens count as computed; the cache publishes blocks that filled;
 //   stream   tokens (and logprobs) to each request's stream;
 //   finish   stop tokens, max_tokens and max_model_len end requests, freeing their blocks.
@@ -25,6 +30,10 @@
 #include "engine/scheduler.h"
 #include "kernels/sampling.h"
 #include "model/model.h"
+#include "spec/drafter.h"
+#include "spec/spec_memory.h"
+#include "spec/synthetic_acceptance.h"
+#include "spec/verifier.h"
 
 namespace ds {
 
@@ -50,8 +59,11 @@ class EngineLoop {
   // The phases of a step, in order.
   void admit_and_retire(std::vector<std::unique_ptr<Sequence>>* arrived);
   void count_admissions(const StepPlan& plan);
+  void draft(StepPlan& plan);
   void forward(const StepPlan& plan);
   void sample(const StepPlan& plan);
+  void accept(StepPlan& plan);
+  void count_round(int k, int accepted);
   void stream(const StepPlan& plan);
   void finish_done(const StepPlan& plan);
   void publish_counts();
@@ -87,7 +99,20 @@ class EngineLoop {
   std::vector<prometheus::Counter*> cache_counters_;
   Sampler sampler_;
   std::vector<float> logits_;
-  std::vector<int32_t> sampled_;
+  // Per planned chunk with logits: its first logits row, the tokens it emits (at their rows in
+  // emitted_), the draft tokens its verifier accepted, and how it ends its request.
+  std::vector<int32_t> emitted_;
+  std::vector<int32_t> row_of_, n_emitted_, accepted_;
+  std::vector<FinishReason> reason_;
+
+  // Speculative decoding (null / empty without a draft model).
+  std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<SpecCacheMemory> spec_memory_;
+  std::unique_ptr<Verifier> verifier_;
+  std::unique_ptr<SyntheticAcceptance> synthetic_;
+  std::vector<DraftJob> jobs_;
+  std::vector<float> draft_probs_;  // [slot][K][vocab], probabilistic drafting only
+  std::vector<prometheus::Counter*> position_drafted_, position_accepted_;
   std::vector<std::unique_ptr<Sequence>> scratch_;
 
   // Published for snapshot() from other threads.

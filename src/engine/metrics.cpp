@@ -83,6 +83,31 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                         "Prompt tokens found in the prefix cache: KV blocks and recurrent state");
   cached_blocks = gauge("deltaserve:prefix_cache_blocks", "KV blocks findable by their prefix hash");
   snapshots_held = gauge("deltaserve:state_snapshots", "State snapshots held");
+  spec_draft_tokens = counter("deltaserve:spec_draft_tokens_total", "Draft tokens proposed by the draft model");
+  spec_accepted_tokens = counter("deltaserve:spec_accepted_tokens_total", "Draft tokens the target accepted");
+  spec_acceptance_length = &BuildHistogram()
+                                .Name("deltaserve:spec_acceptance_length")
+                                .Help("Tokens a speculative round emitted: 1 + accepted draft tokens")
+                                .Register(r)
+                                .Add({}, Histogram::BucketBoundaries{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17});
+  spec_position_drafted = &BuildCounter()
+                               .Name("deltaserve:spec_position_drafted_total")
+                               .Help("Rounds that proposed a draft token at this position (1 = first)")
+                               .Register(r);
+  spec_position_accepted = &BuildCounter()
+                                .Name("deltaserve:spec_position_accepted_total")
+                                .Help("Rounds whose draft token at this position was accepted")
+                                .Register(r);
+  spec_draft_seconds = counter("deltaserve:spec_draft_seconds_total", "Seconds of step time spent in the draft model");
+  spec_verify_seconds = counter("deltaserve:spec_verify_seconds_total",
+                                "Seconds of step time in target forwards with verify rows, and verification");
+  spec_rollback_seconds = counter("deltaserve:spec_rollback_seconds_total",
+                                  "Seconds of step time rolling states back to the accepted tokens");
+  step_seconds_total = counter("deltaserve:step_seconds_total", "Seconds of step time, every step");
+  spec_synthetic = &BuildGauge()
+                        .Name("deltaserve:spec_synthetic_acceptance")
+                        .Help("Synthetic acceptance (benchmarks only): the mean acceptance length forced, and its source")
+                        .Register(r);
   finished = &BuildCounter()
                   .Name("deltaserve:request_success_total")
                   .Help("Requests finished, by finish reason")

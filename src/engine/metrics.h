@@ -44,6 +44,17 @@ class EngineMetrics {
   prometheus::Counter* prefix_hits;
   prometheus::Gauge* cached_blocks;
   prometheus::Gauge* snapshots_held;
+  // Speculative decoding (docs/speculative-decoding.md).
+  prometheus::Counter* spec_draft_tokens;
+  prometheus::Counter* spec_accepted_tokens;
+  prometheus::Histogram* spec_acceptance_length;  // per round: 1 + accepted draft tokens
+  prometheus::Family<prometheus::Counter>* spec_position_drafted;   // label: position (1..K)
+  prometheus::Family<prometheus::Counter>* spec_position_accepted;  // label: position
+  prometheus::Counter* spec_draft_seconds;     // drafting (the draft model's forwards)
+  prometheus::Counter* spec_verify_seconds;    // target forwards of steps with verify rows, and verification
+  prometheus::Counter* spec_rollback_seconds;  // rolling states back after verification
+  prometheus::Counter* step_seconds_total;     // every step, for the shares of the three above
+  prometheus::Family<prometheus::Gauge>* spec_synthetic;  // AL, labels: source; only in synthetic mode
   prometheus::Family<prometheus::Counter>* finished;  // label: finish_reason
   prometheus::Family<prometheus::Counter>* errors;    // label: kind
 

@@ -34,6 +34,17 @@ class RequestStream {
   int cached_tokens() const { return cached_tokens_.load(std::memory_order_acquire); }
   void set_cached_tokens(int n) { cached_tokens_.store(n, std::memory_order_release); }
 
+  // Speculative decoding: draft tokens accepted and rejected over the request (usage's
+  // completion_tokens_details.{accepted,rejected}_prediction_tokens); set before the end.
+  int accepted_prediction_tokens() const { return accepted_.load(std::memory_order_acquire); }
+  int rejected_prediction_tokens() const { return rejected_.load(std::memory_order_acquire); }
+  bool speculated() const { return speculated_.load(std::memory_order_acquire); }
+  void set_prediction_tokens(int accepted, int rejected) {
+    accepted_.store(accepted, std::memory_order_release);
+    rejected_.store(rejected, std::memory_order_release);
+    speculated_.store(true, std::memory_order_release);
+  }
+
   // Consumer. Waits up to `timeout` for tokens or the end, then appends everything pending to
   // out (out->tokens is not cleared). Returns true when something arrived or the stream ended.
   bool wait(std::chrono::milliseconds timeout, StreamBatch* out);
@@ -50,6 +61,8 @@ class RequestStream {
   const int prompt_tokens_;
   std::atomic<bool> cancelled_{false};
   std::atomic<int> cached_tokens_{0};
+  std::atomic<int> accepted_{0}, rejected_{0};
+  std::atomic<bool> speculated_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<TokenOutput> pending_;

@@ -13,6 +13,9 @@ Scheduler::Scheduler(const SchedulerLimits& limits, PrefixCache& cache)
   plan_.tokens.reserve(size_t(limits.max_num_batched_tokens));
   plan_.chunks.reserve(size_t(limits.max_num_seqs));
   plan_.seqs.reserve(size_t(limits.max_num_seqs));
+  plan_.spec_k.reserve(size_t(limits.max_num_seqs));
+  plan_.feed_last.reserve(size_t(limits.max_num_seqs));
+  plan_.keep.reserve(size_t(limits.max_num_seqs));
   plan_.restores.reserve(size_t(limits.max_num_seqs));
   plan_.saves.reserve(size_t(limits.max_num_seqs) * 2);
   plan_.first_admitted.reserve(size_t(limits.max_num_seqs));
@@ -31,6 +34,7 @@ void Scheduler::release(Sequence& s) {
   if (s.slot >= 0) free_slots_.push_back(s.slot);
   s.slot = -1;
   s.num_computed = 0;
+  s.draft_computed = 0;
 }
 
 void Scheduler::take_cancelled(std::vector<std::unique_ptr<Sequence>>* out) {
@@ -87,8 +91,45 @@ void Scheduler::plan_chunk(Sequence* s, int n) {
                       s->tokens.begin() + s->num_computed + n);
   plan_.chunks.push_back(c);
   plan_.seqs.push_back(s);
+  plan_.spec_k.push_back(0);
+  plan_.feed_last.push_back(0);
+  plan_.keep.push_back(n);
   plan_.num_logits += c.num_logits;
   if (auto h = cache_.chunk_snapshot(&s->prefix, s->num_computed + n)) plan_.saves.push_back({s->slot, *h});
+}
+
+void Scheduler::plan_verify(Sequence* s, int k, bool feed_last) {
+  SeqChunk c;
+  c.slot = s->slot;
+  c.block_table = s->blocks.data();
+  c.start_pos = s->num_computed;
+  c.num_tokens = k + 1;
+  c.token_offset = int32_t(plan_.tokens.size());
+  c.num_logits = k + 1;
+  c.spec_lane = 0;
+  plan_.tokens.push_back(s->tokens[size_t(s->num_computed)]);
+  plan_.tokens.insert(plan_.tokens.end(), size_t(k), 0);  // the drafter fills these
+  plan_.chunks.push_back(c);
+  plan_.seqs.push_back(s);
+  plan_.spec_k.push_back(k);
+  plan_.feed_last.push_back(feed_last ? 1 : 0);
+  plan_.keep.push_back(0);
+  plan_.num_logits += c.num_logits;
+}
+
+bool Scheduler::rounds_end_on_boundaries() const { return cache_.enabled() && cache_.decode_snapshots(); }
+
+int Scheduler::spec_length(const Sequence& s, int spare) const {
+  if (limits_.spec_tokens == 0) return 0;
+  // Tokens the sequence may still emit; a round emits up to k + 1.
+  const int left = std::min(s.req.max_tokens - s.num_generated(), limits_.max_model_len - int(s.tokens.size()));
+  int k = std::min({limits_.spec_tokens, left - 1, spare});
+  if (rounds_end_on_boundaries()) {
+    const int bs = cache_.block_size();
+    const int boundary = (s.num_computed / bs + 1) * bs;
+    k = std::min(k, boundary - s.num_computed - 1);
+  }
+  return std::max(k, 0);
 }
 
 int Scheduler::prefill_length(const Sequence& s, int budget) const {
@@ -109,6 +150,7 @@ bool Scheduler::admit_head(int budget) {
   s->slot = free_slots_.back();
   free_slots_.pop_back();
   s->num_computed = resume;
+  s->draft_computed = resume;  // a resumed state and block carry the draft's part too
   if (resume > 0) {
     if (const void* st = cache_.claim_state(s->prefix, resume)) plan_.restores.push_back({s->slot, st});
   }
@@ -122,10 +164,13 @@ bool Scheduler::admit_head(int budget) {
   return true;
 }
 
-const StepPlan& Scheduler::schedule() {
+StepPlan& Scheduler::schedule() {
   plan_.tokens.clear();
   plan_.chunks.clear();
   plan_.seqs.clear();
+  plan_.spec_k.clear();
+  plan_.feed_last.clear();
+  plan_.keep.clear();
   plan_.num_decode = 0;
   plan_.num_logits = 0;
   plan_.num_preempted = 0;
@@ -135,11 +180,16 @@ const StepPlan& Scheduler::schedule() {
   int budget = limits_.max_num_batched_tokens;
 
   // 1. Decode rows, oldest first. Victims come from the back, so a victim is never a sequence
-  //    already planned in this loop.
+  //    already planned in this loop. With speculation a decode row becomes a verify chunk of
+  //    k + 1 tokens; every later decode row keeps at least its one token of the budget.
+  int decode_left = 0;
+  for (const auto& up : running_) decode_left += up->pending() == 1 ? 1 : 0;
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence* s = running_[i].get();
     if (s->pending() != 1) continue;
-    const int need = pool_.blocks_for(int64_t(s->num_computed) + 1);
+    --decode_left;
+    const int k = spec_length(*s, budget - 1 - decode_left);
+    const int need = pool_.blocks_for(int64_t(s->num_computed) + 1 + k);
     bool alive = true;
     while (int(s->blocks.size()) < need) {
       int32_t b = pool_.allocate();
@@ -155,10 +205,16 @@ const StepPlan& Scheduler::schedule() {
       }
     }
     if (!alive) break;  // s was the newest: nothing after it is left to plan
-    assert(budget >= 1);  // validated: max_num_batched_tokens >= max_num_seqs
-    if (auto h = cache_.decode_snapshot(s->tokens, &s->prefix, s->num_computed + 1)) plan_.saves.push_back({s->slot, *h});
-    plan_chunk(s, 1);
-    --budget;
+    assert(budget >= 1 + k);  // validated: max_num_batched_tokens >= max_num_seqs
+    if (k > 0) {
+      // The round's decode snapshot, if it lands on one, is taken at commit (commit_step).
+      const bool on_boundary = rounds_end_on_boundaries() && (s->num_computed + k + 1) % cache_.block_size() == 0;
+      plan_verify(s, k, limits_.has_draft && on_boundary);
+    } else {
+      if (auto h = cache_.decode_snapshot(s->tokens, &s->prefix, s->num_computed + 1)) plan_.saves.push_back({s->slot, *h});
+      plan_chunk(s, 1);
+    }
+    budget -= 1 + k;
     ++plan_.num_decode;
   }
 
@@ -184,8 +240,28 @@ const StepPlan& Scheduler::schedule() {
 void Scheduler::commit_step() {
   for (size_t i = 0; i < plan_.chunks.size(); ++i) {
     Sequence* s = plan_.seqs[i];
-    s->num_computed += plan_.chunks[i].num_tokens;
-    cache_.publish(s->tokens, &s->prefix, s->blocks, s->num_computed, int(i) < plan_.num_decode);
+    const SeqChunk& c = plan_.chunks[i];
+    if (c.spec_lane < 0) {
+      s->num_computed += c.num_tokens;
+      if (limits_.has_draft) s->draft_computed = s->num_computed;  // the drafter fed it too
+    } else {
+      // A verify round: the engine rolled the states back to the accepted tokens (and set
+      // draft_computed). Rows past them are rewritten before they are read; blocks holding
+      // only those go back to the pool.
+      s->num_computed += plan_.keep[i];
+      const size_t need = size_t(pool_.blocks_for(int64_t(s->num_computed) + 1));
+      while (s->blocks.size() > need) {
+        pool_.release(s->blocks.back());
+        s->blocks.pop_back();
+      }
+      if (auto h = cache_.decode_snapshot(s->tokens, &s->prefix, s->num_computed)) {
+        assert(!limits_.has_draft || s->draft_computed == s->num_computed);
+        cache_.save_state(s->slot, *h);
+      }
+    }
+    // Blocks publish once the draft's rows in them are written too.
+    const int both = limits_.has_draft ? std::min(s->num_computed, s->draft_computed) : s->num_computed;
+    cache_.publish(s->tokens, &s->prefix, s->blocks, both, int(i) < plan_.num_decode);
   }
 }
 

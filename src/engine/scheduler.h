@@ -32,6 +32,10 @@ struct SchedulerLimits {
   int max_num_seqs = 8;
   int max_num_batched_tokens = 2048;
   int max_model_len = 4096;
+  // Speculative decoding: draft tokens per round (0: none), and whether a draft model mirrors
+  // the target (its fed count is tracked, and blocks publish only once both have fed them).
+  int spec_tokens = 0;
+  bool has_draft = false;
 };
 
 // A saved state to load into a slot before the forward, and one to save after it.
@@ -49,6 +53,13 @@ struct StepPlan {
   std::vector<int32_t> tokens;
   std::vector<SeqChunk> chunks;
   std::vector<Sequence*> seqs;
+  // Per chunk, for speculative rounds: draft tokens (0: not a verify chunk; its k placeholder
+  // tokens follow the pending token in `tokens`, for the drafter to fill), whether the draft
+  // also feeds its last token (the round ends on a block boundary), and the tokens of the
+  // chunk that were accepted (set by the engine after verification; commit_step reads it).
+  std::vector<int32_t> spec_k;
+  std::vector<uint8_t> feed_last;
+  std::vector<int32_t> keep;
   int num_decode = 0;
   int num_logits = 0;
   int num_preempted = 0;  // preemptions made while planning this step
@@ -70,7 +81,7 @@ class Scheduler {
   // Takes everything out (shutdown / engine failure), freeing blocks and slots.
   void take_all(std::vector<std::unique_ptr<Sequence>>* out);
 
-  const StepPlan& schedule();
+  StepPlan& schedule();
   // After the forward: every planned chunk's tokens are now in the model's cache and state.
   // The cache publishes the blocks that became full.
   void commit_step();
@@ -86,6 +97,14 @@ class Scheduler {
   void preempt_newest();
   void release(Sequence& s);
   void plan_chunk(Sequence* s, int num_tokens);
+  // A decode row as a verify chunk: the pending token and k draft placeholders, all scored.
+  void plan_verify(Sequence* s, int k, bool feed_last);
+  // Draft tokens for s's round: K, or fewer where the sequence may emit fewer tokens, where the
+  // round would cross a block boundary that wants a decode snapshot, or where the step's token
+  // budget (`spare` tokens beyond one per decode row) runs out.
+  int spec_length(const Sequence& s, int spare) const;
+  // Block boundaries (decode snapshots, published decode blocks) must be landed on exactly.
+  bool rounds_end_on_boundaries() const;
   // Tokens of s's prefill to feed this step within budget: up to the cache's next snapshot
   // point, else down to a block boundary.
   int prefill_length(const Sequence& s, int budget) const;

@@ -20,6 +20,12 @@ struct Sequence {
   std::vector<int32_t> tokens;
   int num_prompt = 0;
   int num_computed = 0;  // tokens already fed to the model (its start_pos)
+  // With a draft model: tokens the draft has fed. Level with num_computed but after a round
+  // whose draft tokens were all accepted, when it is one behind (the last draft token).
+  int draft_computed = 0;
+  // Speculative rounds: draft tokens proposed and accepted (usage's prediction tokens).
+  int spec_drafted = 0;
+  int spec_accepted = 0;
   std::vector<int32_t> blocks;
   int32_t slot = -1;
 

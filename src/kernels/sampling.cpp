@@ -52,18 +52,7 @@ void Sampler::sort_prefix(int n, int k) {
   std::sort(c, c + std::min(k, n), before);
 }
 
-int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p, double uniform,
-                        float* logprob) {
-  // Below kMinTemperature the distribution is the argmax to float precision, and 1/T heads for
-  // overflow (inf below ~3e-39, where a tie's (l - m) / T is 0 * inf = NaN): greedy. The negated
-  // comparison also takes a NaN temperature there.
-  if (p.greedy() || !(p.temperature >= kMinTemperature)) {
-    int32_t tok = argmax(logits, vocab);
-    if (logprob) *logprob = logprob_of(logits, vocab, tok);
-    return tok;
-  }
-  ensure(vocab);
-  const float inv_t = 1.f / p.temperature;
+int Sampler::gather(const float* logits, int vocab, float* max_logit) {
   int n = 0;
   float m = -std::numeric_limits<float>::infinity();
   for (int i = 0; i < vocab; ++i) {
@@ -72,17 +61,13 @@ int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p,
     cand_[size_t(n++)] = {l, i};
     if (l > m) m = l;
   }
-  if (n == 0) {  // every logit masked: nothing to draw from, fall back to a defined answer
-    if (logprob) *logprob = -std::numeric_limits<float>::infinity();
-    return 0;
-  }
-  if (!std::isfinite(m)) {  // a +inf logit outweighs everything: (inf - inf) would be NaN below
-    const int32_t tok = argmax(logits, vocab);
-    if (logprob) *logprob = 0.f;
-    return tok;
-  }
-  auto weight = [&](float l) { return std::exp((l - m) * inv_t); };
+  *max_logit = m;
+  return n;
+}
 
+int Sampler::filter(int n, float m, const SamplingFilter& p) {
+  const float inv_t = 1.f / p.temperature;
+  auto weight = [&](float l) { return std::exp((l - m) * inv_t); };
   if (p.top_k > 0 && p.top_k < n) {
     // Only membership matters here; nth_element is O(vocab) where a sort would not be.
     sort_prefix(n, p.top_k);
@@ -121,6 +106,34 @@ int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p,
       if ((cand_[size_t(i)].logit - m) * inv_t >= thr) cand_[size_t(w++)] = cand_[size_t(i)];
     n = w;
   }
+  return n;
+}
+
+int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p, double uniform,
+                        float* logprob) {
+  // Below kMinTemperature the distribution is the argmax to float precision, and 1/T heads for
+  // overflow (inf below ~3e-39, where a tie's (l - m) / T is 0 * inf = NaN): greedy. The negated
+  // comparison also takes a NaN temperature there.
+  if (p.greedy() || !(p.temperature >= kMinTemperature)) {
+    int32_t tok = argmax(logits, vocab);
+    if (logprob) *logprob = logprob_of(logits, vocab, tok);
+    return tok;
+  }
+  ensure(vocab);
+  float m = 0.f;
+  int n = gather(logits, vocab, &m);
+  if (n == 0) {  // every logit masked: nothing to draw from, fall back to a defined answer
+    if (logprob) *logprob = -std::numeric_limits<float>::infinity();
+    return 0;
+  }
+  if (!std::isfinite(m)) {  // a +inf logit outweighs everything: (inf - inf) would be NaN below
+    const int32_t tok = argmax(logits, vocab);
+    if (logprob) *logprob = 0.f;
+    return tok;
+  }
+  const float inv_t = 1.f / p.temperature;
+  auto weight = [&](float l) { return std::exp((l - m) * inv_t); };
+  n = filter(n, m, p);
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += weight(cand_[size_t(i)].logit);
   const double u = uniform * sum;
@@ -160,6 +173,50 @@ void Sampler::top_logprobs(const float* logits, int vocab, int n,
   for (int i = 0; i < k; ++i)
     out->emplace_back(cand_[size_t(i)].id, inf_top ? (cand_[size_t(i)].logit == m ? 0.f : -std::numeric_limits<float>::infinity())
                                                     : float(double(cand_[size_t(i)].logit) - lse));
+}
+
+void Sampler::distribution(const float* logits, int vocab, const SamplingFilter& p, float* probs) {
+  for (int i = 0; i < vocab; ++i) probs[i] = 0.f;
+  if (p.greedy() || !(p.temperature >= kMinTemperature)) {
+    probs[argmax(logits, vocab)] = 1.f;
+    return;
+  }
+  ensure(vocab);
+  float m = 0.f;
+  int n = gather(logits, vocab, &m);
+  if (n == 0) {
+    probs[0] = 1.f;
+    return;
+  }
+  if (!std::isfinite(m)) {
+    probs[argmax(logits, vocab)] = 1.f;
+    return;
+  }
+  n = filter(n, m, p);
+  const float inv_t = 1.f / p.temperature;
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp((cand_[size_t(i)].logit - m) * inv_t);
+  for (int i = 0; i < n; ++i) probs[cand_[size_t(i)].id] = float(std::exp((cand_[size_t(i)].logit - m) * inv_t) / sum);
+}
+
+int32_t Sampler::draw(const float* weights, int vocab, double uniform) {
+  double sum = 0;
+  int32_t last = -1;
+  for (int i = 0; i < vocab; ++i) {
+    if (weights[i] > 0.f) {
+      sum += weights[i];
+      last = i;
+    }
+  }
+  if (last < 0) return -1;
+  const double u = uniform * sum;
+  double cum = 0;
+  for (int i = 0; i < vocab; ++i) {
+    if (!(weights[i] > 0.f)) continue;
+    cum += weights[i];
+    if (u < cum) return i;
+  }
+  return last;  // rounding left u beyond the last bucket
 }
 
 }  // namespace ds

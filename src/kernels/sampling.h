@@ -47,12 +47,24 @@ class Sampler {
   static float logprob_of(const float* logits, int vocab, int32_t token);
   static int32_t argmax(const float* logits, int vocab);
 
+  // The distribution sample() draws from, as probabilities over the whole vocabulary (zero
+  // where the filters drop a token; one-hot at the argmax when greedy): what speculative
+  // verification compares target and draft by.
+  void distribution(const float* logits, int vocab, const SamplingFilter& filter, float* probs);
+  // Draws from non-negative weights (need not sum to 1) by their cumulative sum in id order;
+  // -1 when every weight is zero.
+  static int32_t draw(const float* weights, int vocab, double uniform);
+
  private:
   struct Cand {
     float logit;
     int32_t id;
   };
   void ensure(int vocab);
+  // Usable logits into cand_ (returns how many; *max_logit their max), then the filters
+  // (top-k, top-p, min-p) over them (returns how many are kept, in cand_'s first entries).
+  int gather(const float* logits, int vocab, float* max_logit);
+  int filter(int n, float m, const SamplingFilter& p);
   // Orders the first k candidates of cand_[0, n) by logit descending, id ascending.
   void sort_prefix(int n, int k);
 

@@ -39,7 +39,8 @@ struct Layer {
 
 class HybridModel final : public Model {
  public:
-  HybridModel(const std::string& dir, int threads);
+  HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool);
+  std::shared_ptr<ThreadPool> thread_pool() const override { return pool_; }
 
   const ModelConfig& config() const override { return cfg_; }
   size_t kv_bytes_per_block(int block_size) const override { return kv_floats_per_token_ * size_t(block_size) * 4; }
@@ -64,7 +65,7 @@ class HybridModel final : public Model {
 
   ModelConfig cfg_;
   std::string dir_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<ThreadPool> pool_;
   std::vector<std::byte> embed_;  // aligned copy of the embedding table in its checkpoint dtype
   DType embed_dtype_ = DType::F32;
   std::vector<Layer> layers_;
@@ -86,8 +87,8 @@ class HybridModel final : public Model {
   std::vector<std::vector<float>> thread_scratch_;
 };
 
-HybridModel::HybridModel(const std::string& dir, int threads) : cfg_(load_model_config(dir)), dir_(dir) {
-  pool_ = std::make_unique<ThreadPool>(threads > 0 ? threads : default_thread_count());
+HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool)
+    : cfg_(load_model_config(dir)), dir_(dir), pool_(std::move(pool)) {
   WeightStore store = WeightStore::open(dir);
   // XXH3 runs at memory speed: a 200 MB checkpoint costs ~20 ms at start-up.
   for (const auto& f : store.files()) fingerprint_ = XXH3_64bits_withSeed(f->bytes().data(), f->bytes().size(), fingerprint_);
@@ -338,7 +339,14 @@ void HybridModel::load_block(int block, const void* src) {
 
 std::unique_ptr<Model> Model::load(const std::string& dir, int threads) {
   DS_CHECK(std::filesystem::is_directory(dir), "model directory '" + dir + "' does not exist");
-  return std::make_unique<HybridModel>(dir, threads);
+  return std::make_unique<HybridModel>(dir, std::make_shared<ThreadPool>(threads > 0 ? threads : default_thread_count()));
+}
+
+std::unique_ptr<Model> Model::load_sharing_threads(const std::string& dir, const Model& other) {
+  DS_CHECK(std::filesystem::is_directory(dir), "model directory '" + dir + "' does not exist");
+  std::shared_ptr<ThreadPool> pool = other.thread_pool();
+  DS_CHECK(pool != nullptr, "load_sharing_threads: the other model has no thread pool");
+  return std::make_unique<HybridModel>(dir, std::move(pool));
 }
 
 }  // namespace ds

@@ -16,6 +16,8 @@
 
 namespace ds {
 
+class ThreadPool;
+
 // One sequence's share of a forward step.
 struct SeqChunk {
   int32_t slot = 0;                 // state slot in [0, max_seqs): KDA recurrent + conv state
@@ -62,6 +64,10 @@ class Model : public CacheMemory {
  public:
   // Loads config.json + safetensors from dir. Throws ds::Error naming what is wrong.
   static std::unique_ptr<Model> load(const std::string& dir, int threads = 0);
+  // The same, running on another model's threads (a draft beside its target: one pool, so the
+  // two never spin against each other on the same cores).
+  static std::unique_ptr<Model> load_sharing_threads(const std::string& dir, const Model& other);
+  virtual std::shared_ptr<ThreadPool> thread_pool() const { return nullptr; }
   ~Model() override = default;
 
   virtual const ModelConfig& config() const = 0;
