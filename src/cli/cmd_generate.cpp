@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/spec_flags.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -29,6 +30,7 @@ struct GenerateOptions {
   int prefill_chunk = 2048;
   int top_logprobs = 0;
   bool json = false, ignore_eos = false;
+  SpecFlags spec;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -80,7 +82,9 @@ int run(const GenerateOptions& o) {
   ec.num_kv_blocks = (ec.max_model_len + ec.block_size - 1) / ec.block_size + 1;
   ec.threads = o.threads;
   ec.prefix.enabled = false;
+  ec.spec = spec_options_of(o.spec);
   Engine engine(std::move(model), ec);
+  const SpecOptions spec = engine.config().spec;
 
   Request req;
   req.prompt = prompt;
@@ -141,6 +145,23 @@ int run(const GenerateOptions& o) {
     j["isa"] = isa_name(active_isa());
     j["threads"] = o.threads;
     if (o.top_logprobs > 0) j["top_logprobs"] = top;
+    if (spec.enabled()) {
+      const int drafted = rs->accepted_prediction_tokens() + rs->rejected_prediction_tokens();
+      nlohmann::json sj;
+      sj["num_speculative_tokens"] = spec.num_speculative_tokens;
+      sj["spec_method"] = spec_method_name(spec.method);
+      sj["draft_sample"] = draft_sample_name(spec.draft_sample);
+      sj["state_rollback"] = spec.state_rollback;
+      sj["draft_tokens"] = drafted;
+      sj["accepted_tokens"] = rs->accepted_prediction_tokens();
+      const int rounds = rs->speculative_rounds();
+      sj["rounds"] = rounds;
+      sj["acceptance_length"] = rounds > 0 ? 1.0 + double(rs->accepted_prediction_tokens()) / rounds : 0.0;
+      if (spec.synthetic()) {
+        sj["synthetic_acceptance"] = {{"acceptance_length", spec.acceptance_length}, {"source", spec.acceptance_source}};
+      }
+      j["speculative"] = sj;
+    }
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     if (stream) std::cout << stream->finish();
@@ -171,6 +192,7 @@ RegisterCommand reg("generate", [](CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 20));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-text");
   cmd->add_flag("--json", o->json, "print one JSON object");
+  add_spec_flags(cmd, &o->spec);
   cmd->callback([o, cmd, &exit_code] {
     if (o->prompt.empty() && o->prompt_ids.empty()) {
       spdlog::error("generate: give --prompt or --prompt-ids");

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/spec_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -27,6 +28,7 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   EngineConfig engine;
+  SpecFlags spec;
   std::string api_key, api_key_file;
   std::vector<std::string> allowed_hosts, allowed_origins;
   bool expose_model_path = false;
@@ -61,6 +63,11 @@ std::string resolve_api_key(const ServeArgs& a) {
   return a.api_key;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 int run_serve(const ServeArgs& a) {
   // Signals are taken by one thread with sigwait: block them before any other thread exists so
   // every thread inherits the mask, and ignore SIGPIPE from clients that hang up mid-write.
@@ -81,7 +88,17 @@ int run_serve(const ServeArgs& a) {
   DS_CHECK(tokenizer.vocab_size() <= model_vocab,
            "tokenizer " + tok_path + " has " + std::to_string(tokenizer.vocab_size()) +
                " tokens, more than the model's vocab_size " + std::to_string(model_vocab));
-  Engine engine(std::move(model), a.engine);
+  EngineConfig ec = a.engine;
+  ec.spec = spec_options_of(a.spec);
+  if (ec.spec.enabled()) {
+    // The draft must speak the target's tokens: the same tokenizer file where it has one.
+    const std::string draft_tok = (std::filesystem::path(ec.spec.draft_model) / "tokenizer.json").string();
+    if (std::filesystem::exists(draft_tok))
+      DS_CHECK(read_file(draft_tok) == read_file(tok_path),
+               "--draft-model " + ec.spec.draft_model + " has another tokenizer than the target (" + draft_tok + " differs from " +
+                   tok_path + "): a draft must share the target's tokenizer");
+  }
+  Engine engine(std::move(model), ec);
   const EngineConfig& c = engine.config();
   spdlog::info("engine: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, {} KV blocks of {} tokens ({:.3f} GiB)",
                c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, c.num_kv_blocks, c.block_size, c.kv_pool_gb);
@@ -91,6 +108,13 @@ int run_serve(const ServeArgs& a) {
                  c.prefix.decode_snapshots ? " and at decode block boundaries" : "");
   else
     spdlog::info("prefix cache: off");
+  if (c.spec.enabled())
+    spdlog::info("speculative decoding: draft {}, {} tokens per round, {} verification, {} drafting, {} rollback{}",
+                 c.spec.draft_model, c.spec.num_speculative_tokens, spec_method_name(c.spec.method),
+                 draft_sample_name(c.spec.draft_sample), c.spec.state_rollback,
+                 c.spec.synthetic() ? " (SYNTHETIC acceptance, AL " + std::to_string(c.spec.acceptance_length) + " from " +
+                                          c.spec.acceptance_source + ": for benchmarks only)"
+                                    : std::string());
 
   server::ServerOptions o;
   o.host = a.host;
@@ -186,6 +210,7 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--shutdown-grace-s", a->grace_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
+  add_spec_flags(cmd, &a->spec);
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body accepted, MiB")->capture_default_str();
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
 });

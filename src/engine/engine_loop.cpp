@@ -370,6 +370,7 @@ void EngineLoop::accept(StepPlan& plan) {
       count_round(k, accepted_[size_t(c)]);
       s->spec_drafted += k;
       s->spec_accepted += accepted_[size_t(c)];
+      ++s->spec_rounds;
     }
     ++c;
   }
@@ -462,7 +463,7 @@ void EngineLoop::finish(std::unique_ptr<Sequence> seq, FinishReason reason, cons
   // anyone who saw the stream finish also sees the pool without it.
   snap_running_.store(scheduler_->num_running());
   snap_kv_used_.store(cache_->pool().num_used());
-  if (drafter_) seq->stream->set_prediction_tokens(seq->spec_accepted, seq->spec_drafted - seq->spec_accepted);
+  if (drafter_) seq->stream->set_prediction_tokens(seq->spec_accepted, seq->spec_drafted - seq->spec_accepted, seq->spec_rounds);
   seq->stream->finish(reason, error);
   metrics_.finished->Add({{"finish_reason", finish_reason_name(reason)}}).Increment();
   metrics_.e2e->Observe(std::chrono::duration<double>(Clock::now() - seq->arrival).count());

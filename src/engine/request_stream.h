@@ -39,9 +39,11 @@ class RequestStream {
   int accepted_prediction_tokens() const { return accepted_.load(std::memory_order_acquire); }
   int rejected_prediction_tokens() const { return rejected_.load(std::memory_order_acquire); }
   bool speculated() const { return speculated_.load(std::memory_order_acquire); }
-  void set_prediction_tokens(int accepted, int rejected) {
+  int speculative_rounds() const { return rounds_.load(std::memory_order_acquire); }
+  void set_prediction_tokens(int accepted, int rejected, int rounds) {
     accepted_.store(accepted, std::memory_order_release);
     rejected_.store(rejected, std::memory_order_release);
+    rounds_.store(rounds, std::memory_order_release);
     speculated_.store(true, std::memory_order_release);
   }
 
@@ -61,7 +63,7 @@ class RequestStream {
   const int prompt_tokens_;
   std::atomic<bool> cancelled_{false};
   std::atomic<int> cached_tokens_{0};
-  std::atomic<int> accepted_{0}, rejected_{0};
+  std::atomic<int> accepted_{0}, rejected_{0}, rounds_{0};
   std::atomic<bool> speculated_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -26,6 +26,7 @@ struct Sequence {
   // Speculative rounds: draft tokens proposed and accepted (usage's prediction tokens).
   int spec_drafted = 0;
   int spec_accepted = 0;
+  int spec_rounds = 0;
   std::vector<int32_t> blocks;
   int32_t slot = -1;
 

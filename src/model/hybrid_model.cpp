@@ -69,6 +69,7 @@ class HybridModel final : public Model {
   std::vector<std::byte> embed_;  // aligned copy of the embedding table in its checkpoint dtype
   DType embed_dtype_ = DType::F32;
   std::vector<Layer> layers_;
+  std::vector<const Layer*> kda_layers_;  // the KDA ones, for replay
   std::vector<float> final_norm_;
   PackedWeight lm_head_;
   size_t kv_floats_per_token_ = 0, state_floats_per_slot_ = 0, replay_floats_per_token_ = 0;
@@ -141,6 +142,8 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
     decode_weight_bytes_ += mixer_bytes + ffn_decode + 2 * size_t(H) * 4;
     layers_.push_back(std::move(L));
   }
+  for (const Layer& L : layers_)
+    if (L.kda) kda_layers_.push_back(&L);
   WeightLoader top{store, ""};
   final_norm_ = top.vector_f32("model.norm.weight", H);
   if (cfg_.tie_word_embeddings) {
@@ -291,9 +294,14 @@ void HybridModel::commit_speculative(int slot, int keep) {
     return;
   }
   const float* entries = rollback_.data() + size_t(slot) * positions * replay_floats_per_token_;
-  float* scratch = thread_scratch_[0].data();
-  for (const Layer& L : layers_)
-    if (L.kda) L.kda->replay(st + L.state_offset, entries + L.replay_offset, replay_floats_per_token_, keep, scratch);
+  std::vector<const Layer*>& kda = kda_layers_;
+  for (const Layer* L : kda) L->kda->replay_conv(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep);
+  const int heads = cfg_.kda.num_heads;
+  parallel_items(pool_.get(), int(kda.size()) * heads, [&](int item, int thread) {
+    const Layer* L = kda[size_t(item / heads)];
+    L->kda->replay_head(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep, item % heads,
+                        thread_scratch_[size_t(thread)].data());
+  }, 4.0 * double(cfg_.kda.head_dim) * cfg_.kda.head_dim * keep);
 }
 
 void HybridModel::save_state(int slot, void* dst) const {

@@ -196,26 +196,27 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
   matmul(O, size_t(HD), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
 }
 
-void KdaMixer::replay(float* state, const float* inputs, size_t stride, int keep, float* scratch) const {
-  const int HD = H_ * D_;
-  const size_t C3 = size_t(3 * HD), hist = size_t(K_ - 1) * C3;
-  const size_t rec_floats = size_t(H_) * size_t(D_) * size_t(D_);
-  float* win = state + rec_floats;
+void KdaMixer::replay_conv(float* state, const float* inputs, size_t stride, int keep) const {
+  const size_t C3 = size_t(3 * H_ * D_), hist = size_t(K_ - 1) * C3;
+  float* win = state + size_t(H_) * size_t(D_) * size_t(D_);
   for (int t = 0; t < keep && K_ > 1; ++t) {
     std::memmove(win, win + C3, (hist - C3) * sizeof(float));
     std::memcpy(win + hist - C3, inputs + size_t(t) * stride, C3 * sizeof(float));
   }
+}
+
+void KdaMixer::replay_head(float* state, const float* inputs, size_t stride, int keep, int hh, float* scratch) const {
   // The verify step ran kda_recurrent one token at a time; so does this. Its output is not
   // needed: q is k and every token writes the same scratch row.
-  for (int hh = 0; hh < H_; ++hh) {
-    const float* k = inputs + C3 + size_t(hh * D_);
-    const float* v = inputs + C3 + size_t(HD + hh * D_);
-    const float* g = inputs + C3 + size_t(2 * HD + hh * D_);
-    const float* beta = inputs + C3 + size_t(3 * HD + hh);
-    const KdaHeadIo io{k, k, v, g, beta, stride, stride, stride, stride, scratch, 0};
-    float* S = state + size_t(hh) * size_t(D_) * size_t(D_);
-    for (int t = 0; t < keep; ++t) kda_recurrent(S, D_, D_, 1, io.advanced(t));
-  }
+  const int HD = H_ * D_;
+  const size_t C3 = size_t(3 * HD);
+  const float* k = inputs + C3 + size_t(hh * D_);
+  const float* v = inputs + C3 + size_t(HD + hh * D_);
+  const float* g = inputs + C3 + size_t(2 * HD + hh * D_);
+  const float* beta = inputs + C3 + size_t(3 * HD + hh);
+  const KdaHeadIo io{k, k, v, g, beta, stride, stride, stride, stride, scratch, 0};
+  float* S = state + size_t(hh) * size_t(D_) * size_t(D_);
+  for (int t = 0; t < keep; ++t) kda_recurrent(S, D_, D_, 1, io.advanced(t));
 }
 
 }  // namespace ds

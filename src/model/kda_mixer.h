@@ -33,8 +33,10 @@ class KdaMixer {
   // Replay: what one speculative token keeps: conv input [3*H*D], k, v, g [H*D] each, beta [H].
   size_t replay_floats() const;
   // Replay commit: advances `state` (this layer's, one slot) through the first `keep` kept
-  // tokens with the verify step's own arithmetic. scratch: D floats.
-  void replay(float* state, const float* inputs, size_t stride, int keep, float* scratch) const;
+  // tokens with the verify step's own arithmetic: the conv window, then each head's recurrence
+  // (heads are independent: callers may run them on different threads). scratch: D floats.
+  void replay_conv(float* state, const float* inputs, size_t stride, int keep) const;
+  void replay_head(float* state, const float* inputs, size_t stride, int keep, int head, float* scratch) const;
   int num_heads() const { return H_; }
   size_t scratch_floats() const;
   size_t temp_floats(int n) const;

@@ -59,6 +59,34 @@ PresetSpec make(const std::string& name) {
               {"num_experts", 8}, {"num_experts_per_token", 2}, {"num_shared_experts", 1},
               {"moe_intermediate_size", 256}, {"routed_scaling_factor", 2.5}, {"use_grouped_topk", false},
               {"num_expert_group", 1}, {"topk_group", 1}});
+  } else if (name == "bench-draft") {
+    // A draft for bench-100m (same layer types and vocabulary), about 1/16 of its decode bytes.
+    p.vocab_size = 8192;
+    j = kimi_base(256, 3, {1, 2}, {3}, p.vocab_size);
+    j["linear_attn_config"].update({{"num_heads", 4}, {"head_dim", 64}, {"short_conv_kernel_size", 4}});
+    j.update({{"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"kv_lora_rank", 128},
+              {"qk_nope_head_dim", 64}, {"qk_rope_head_dim", 32}, {"v_head_dim", 64},
+              {"intermediate_size", 512}, {"first_k_dense_replace", 1}, {"moe_layer_freq", 1},
+              {"num_experts", 4}, {"num_experts_per_token", 2}, {"num_shared_experts", 1},
+              {"moe_intermediate_size", 128}, {"routed_scaling_factor", 2.5}, {"use_grouped_topk", false},
+              {"num_expert_group", 1}, {"topk_group", 1}});
+  } else if (name == "bench-draft-dense") {
+    // A draft for bench-100m-dense (llama, same vocabulary), about 1/16 of its decode bytes.
+    p.vocab_size = 8192;
+    j = json{{"model_type", "llama"},
+             {"architectures", {"LlamaForCausalLM"}},
+             {"hidden_size", 256},
+             {"intermediate_size", 768},
+             {"num_hidden_layers", 4},
+             {"num_attention_heads", 4},
+             {"num_key_value_heads", 2},
+             {"vocab_size", p.vocab_size},
+             {"rms_norm_eps", 1e-5},
+             {"rope_theta", 10000.0},
+             {"max_position_embeddings", 8192},
+             {"tie_word_embeddings", false},
+             {"hidden_act", "silu"},
+             {"torch_dtype", "bfloat16"}};
   } else if (name == "tiny-llama" || name == "bench-100m-dense") {
     const bool tiny = name == "tiny-llama";
     p.vocab_size = tiny ? 512 : 8192;
@@ -110,7 +138,9 @@ struct Writer {
 
 }  // namespace
 
-std::vector<std::string> preset_names() { return {"tiny-hybrid", "tiny-llama", "bench-100m", "bench-100m-dense"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny-hybrid", "tiny-llama", "bench-100m", "bench-100m-dense", "bench-draft", "bench-draft-dense"};
+}
 
 PresetSpec preset(const std::string& name) { return make(name); }
 
