@@ -164,7 +164,13 @@ class ResponseWriter {
     return true;
   }
 
-  Usage usage() const { return {prompt_tokens_, completion_tokens_, stream_->cached_tokens()}; }
+  Usage usage() const {
+    Usage u{prompt_tokens_, completion_tokens_, stream_->cached_tokens()};
+    u.speculated = stream_->speculated();
+    u.accepted_prediction_tokens = stream_->accepted_prediction_tokens();
+    u.rejected_prediction_tokens = stream_->rejected_prediction_tokens();
+    return u;
+  }
 
   ActiveGuard guard_;
   std::shared_ptr<RequestStream> stream_;

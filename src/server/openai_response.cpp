@@ -35,10 +35,14 @@ ResponseMeta new_response_meta(bool chat, const std::string& model, bool include
 }
 
 json usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (u.speculated)
+    j["completion_tokens_details"] = {{"accepted_prediction_tokens", u.accepted_prediction_tokens},
+                                      {"rejected_prediction_tokens", u.rejected_prediction_tokens}};
+  return j;
 }
 
 std::string LogprobsBuilder::text_of(int32_t id) const {

@@ -27,6 +27,11 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;
+  // Speculative decoding: draft tokens accepted and rejected (OpenAI's prediction-token fields);
+  // reported only when the server speculates.
+  bool speculated = false;
+  int accepted_prediction_tokens = 0;
+  int rejected_prediction_tokens = 0;
 };
 
 nlohmann::json usage_json(const Usage& u);

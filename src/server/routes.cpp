@@ -56,6 +56,20 @@ json prefix_caching_card(const EngineConfig& c) {
           {"decode_snapshots", c.prefix.decode_snapshots}};
 }
 
+json speculative_card(const EngineConfig& c) {
+  if (!c.spec.enabled()) return {{"enabled", false}};
+  json j = {{"enabled", true},
+            {"num_speculative_tokens", c.spec.num_speculative_tokens},
+            {"spec_method", spec_method_name(c.spec.method)},
+            {"draft_sample", draft_sample_name(c.spec.draft_sample)},
+            {"state_rollback", c.spec.state_rollback},
+            {"synthetic_acceptance", nullptr}};
+  // Benchmarks only: the server accepts draft tokens whatever the target says.
+  if (c.spec.synthetic())
+    j["synthetic_acceptance"] = {{"acceptance_length", c.spec.acceptance_length}, {"source", c.spec.acceptance_source}};
+  return j;
+}
+
 json model_card(const ServerContext& ctx, const std::string& name, int64_t created) {
   return {{"id", name},
           {"object", "model"},
@@ -67,7 +81,8 @@ json model_card(const ServerContext& ctx, const std::string& name, int64_t creat
           {"max_model_len", ctx.engine.config().max_model_len},
           {"vocab_size", ctx.engine.vocab_size()},
           {"kernel_isa", isa_name(active_isa())},
-          {"prefix_caching", prefix_caching_card(ctx.engine.config())}};
+          {"prefix_caching", prefix_caching_card(ctx.engine.config())},
+          {"speculative_decoding", speculative_card(ctx.engine.config())}};
 }
 
 void check_model_field(ServerContext& ctx, const json& body) {

@@ -12,11 +12,14 @@ Drafter::Drafter(std::unique_ptr<Model> draft, DraftSample sample, int k)
 void Drafter::allocate(const RuntimeLimits& target) {
   RuntimeLimits l = target;
   l.max_logit_rows = target.max_seqs;  // one row per sequence per draft forward
+  // Forward 1 feeds what the target feeds, but a sequence one behind after a full accept feeds
+  // two tokens where the target feeds one (a round cut to no draft tokens).
+  l.max_batch_tokens = target.max_batch_tokens + target.max_seqs;
   l.spec_positions = k_;               // k - 1 proposals fed, + the last with feed_last
   l.rollback = StateRollback::Lanes;   // one token per forward: lanes need no working state
   model_->allocate(l);
   logits_.resize(size_t(target.max_seqs) * size_t(vocab_));
-  tokens_.reserve(size_t(target.max_batch_tokens));
+  tokens_.reserve(size_t(l.max_batch_tokens));
   chunks_.reserve(size_t(target.max_seqs));
   owner_.reserve(size_t(target.max_seqs));
 }
