@@ -157,7 +157,16 @@ TEST(CliServe, RefusesInconsistentSettingsWithOneLine) {
            {"--max-num-seqs 8 --max-num-batched-tokens 4", "--max-num-batched-tokens 4 is smaller than --max-num-seqs 8"},
            {"--kv-pool-gb 0.0000001 --max-model-len 4096", "--kv-pool-gb"},
            {"--max-num-seqs 0", "--max-num-seqs must be at least 1"},
-           {"--port 70000", "--port must be in [0, 65535]"}}) {
+           {"--port 70000", "--port must be in [0, 65535]"},
+           {"--draft-model " + tiny_model() + " --num-speculative-tokens 0", "--num-speculative-tokens 0 is outside [1, 16]"},
+           {"--draft-model " + tiny_model() + " --num-speculative-tokens 3 --spec-acceptance-length 4.5",
+            "is outside [1, 4] for --num-speculative-tokens 3"},
+           {"--draft-model " + tiny_model() + " --num-speculative-tokens 3 --golden-al /nonexistent.yaml",
+            "golden AL file '/nonexistent.yaml' does not exist"},
+           {"--state-rollback replay", "--state-rollback replay needs --draft-model"},
+           {"--draft-model /nonexistent-draft --num-speculative-tokens 3", "'/nonexistent-draft' does not exist"},
+           {"--draft-model " + tiny_model() + " --num-speculative-tokens 3 --spec-method fast",
+            "--spec-method 'fast' is not one of greedy, probabilistic, block"}}) {
     int st = 0;
     std::string out = run_capture(std::string(DS_CLI) + " serve --model " + tiny_model() + " " + c.flags, &st);
     EXPECT_NE(st, 0) << c.flags;
@@ -168,6 +177,35 @@ TEST(CliServe, RefusesInconsistentSettingsWithOneLine) {
       EXPECT_LT(eol - (bol == std::string::npos ? 0 : bol), 600u) << out;
     }
   }
+}
+
+TEST(CliServe, SpeculativeServerSaysSyntheticAcceptanceAndCountsPredictionTokens) {
+  REQUIRE_TINY_MODEL();
+  const std::string golden = (fs::temp_directory_path() / ("ds_golden_" + std::to_string(getpid()) + ".yaml")).string();
+  std::ofstream(golden) << "model: tiny\nthinking_on:\n  1: 1.8\n  3: 3.0\n";
+  ServeProcess p({"--threads", "2", "--draft-model", tiny_model(), "--num-speculative-tokens", "3", "--golden-al", golden,
+                  "--state-rollback", "replay"});
+  ASSERT_TRUE(p.wait_healthy()) << p.log();
+  EXPECT_NE(p.log().find("SYNTHETIC acceptance"), std::string::npos) << p.log();
+  const json models = http_call(p.port(), "GET", "/v1/models").body;
+  const json& card = models["data"][0]["speculative_decoding"];
+  EXPECT_EQ(card["enabled"], true);
+  EXPECT_EQ(card["num_speculative_tokens"], 3);
+  EXPECT_EQ(card["state_rollback"], "replay");
+  EXPECT_DOUBLE_EQ(card["synthetic_acceptance"]["acceptance_length"].get<double>(), 3.0);
+  EXPECT_EQ(card["synthetic_acceptance"]["source"], golden);
+  auto r = post(p.port(), "/v1/completions", completion({1, 2, 3, 4}, 120));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& d = r.body["usage"]["completion_tokens_details"];
+  const int accepted = d["accepted_prediction_tokens"], rejected = d["rejected_prediction_tokens"];
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(accepted + rejected, 0);
+  const std::string m = http_call(p.port(), "GET", "/metrics").raw;
+  for (const char* name : {"deltaserve:spec_draft_tokens_total", "deltaserve:spec_accepted_tokens_total",
+                           "deltaserve:spec_acceptance_length_bucket", "deltaserve:spec_position_accepted_total{position=\"3\"}",
+                           "deltaserve:spec_draft_seconds_total", "deltaserve:spec_rollback_seconds_total"})
+    EXPECT_NE(m.find(name), std::string::npos) << name;
+  EXPECT_NE(m.find("deltaserve:spec_synthetic_acceptance{source=\"" + golden + "\"} 3"), std::string::npos) << m;
 }
 
 TEST(CliServe, SixteenConcurrentGreedyStreamsEqualEachAloneOnTheRealModel) {
