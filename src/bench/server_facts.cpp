@@ -32,6 +32,8 @@ std::optional<SourcedValue> acceptance_length(const MetricSamples& after,
   if (auto g = metric_sum(after, "deltaserve:spec_acceptance_length"); g && *g > 0)
     return SourcedValue{*g, "deltaserve:spec_acceptance_length"};
   const char* pairs[][2] = {
+      // Rounds are the acceptance-length histogram's count.
+      {"deltaserve:spec_accepted_tokens_total", "deltaserve:spec_acceptance_length_count"},
       {"deltaserve:spec_accepted_tokens_total", "deltaserve:spec_rounds_total"},
       {"deltaserve:spec_accepted_tokens_total", "deltaserve:spec_verify_rounds_total"},
       {"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_drafts_total"},
