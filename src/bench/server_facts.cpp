@@ -55,8 +55,11 @@ json server_facts(const json& models, const MetricSamples& metrics) {
   // Synthetic acceptance (acceptance lengths taken from a curve, not measured) must be visible in
   // every result it touched, so such figures are never read as measured speedups.
   bool synthetic = false;
-  if (const json* v = find_key(models, "synthetic_acceptance"))
+  if (const json* v = find_key(models, "synthetic_acceptance")) {
     synthetic = v->is_boolean() ? v->get<bool>() : (v->is_number() ? v->get<double>() > 0 : !v->is_null());
+    // DeltaServe's card says which AL was forced and where it came from (a golden curve).
+    if (v->is_object()) f["synthetic_acceptance_detail"] = *v;
+  }
   for (auto& [k, v] : metrics)
     if (k.find("synthetic") != std::string::npos && k.rfind("deltaserve:", 0) == 0 && v > 0)
       synthetic = true;
