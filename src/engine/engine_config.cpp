@@ -52,7 +52,13 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
   if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
   resolve_spec_options(&c->spec);
   if (c->spec.enabled() && !draft) fail("--draft-model is set but no draft model was loaded");
-  if (draft) check_draft_matches(model, *draft);
+  if (draft) {
+    check_draft_matches(model, *draft);
+    const int dmax = draft->config().max_position_embeddings;
+    if (dmax > 0 && c->max_model_len > dmax)
+      fail("--max-model-len " + std::to_string(c->max_model_len) + " exceeds the draft model's max_position_embeddings " +
+           std::to_string(dmax));
+  }
   // The draft's KV rows live in the same block ids as the target's.
   auto kv_bytes = [&](int bs) { return model.kv_bytes_per_block(bs) + (draft ? draft->kv_bytes_per_block(bs) : 0); };
 
