@@ -188,8 +188,8 @@ StepPlan& Scheduler::schedule() {
     Sequence* s = running_[i].get();
     if (s->pending() != 1) continue;
     --decode_left;
-    const int k = spec_length(*s, budget - 1 - decode_left);
-    const int need = pool_.blocks_for(int64_t(s->num_computed) + 1 + k);
+    int k = spec_length(*s, budget - 1 - decode_left);
+    const int need = pool_.blocks_for(int64_t(s->num_computed) + 1);
     bool alive = true;
     while (int(s->blocks.size()) < need) {
       int32_t b = pool_.allocate();
@@ -205,6 +205,17 @@ StepPlan& Scheduler::schedule() {
       }
     }
     if (!alive) break;  // s was the newest: nothing after it is left to plan
+    if (k > 0) {
+      // Speculation never preempts: the blocks its draft rows need come from what is free, and
+      // the round shrinks to fit (what it takes goes back at commit when unused).
+      const int want = pool_.blocks_for(int64_t(s->num_computed) + 1 + k);
+      while (int(s->blocks.size()) < want) {
+        const int32_t b = pool_.allocate();
+        if (b < 0) break;
+        s->blocks.push_back(b);
+      }
+      k = std::min(k, int(s->blocks.size()) * pool_.block_size() - s->num_computed - 1);
+    }
     assert(budget >= 1 + k);  // validated: max_num_batched_tokens >= max_num_seqs
     if (k > 0) {
       // The round's decode snapshot, if it lands on one, is taken at commit (commit_step).
