@@ -306,11 +306,13 @@ void HybridModel::commit_speculative(int slot, int keep) {
 
 void HybridModel::save_state(int slot, void* dst) const {
   DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "save_state: bad slot " + std::to_string(slot));
+  if (state_floats_per_slot_ == 0) return;  // no recurrent layers: nothing to copy (dst may be null)
   std::memcpy(dst, states_.data() + size_t(slot) * state_floats_per_slot_, state_floats_per_slot_ * 4);
 }
 
 void HybridModel::load_state(int slot, const void* src) {
   DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "load_state: bad slot " + std::to_string(slot));
+  if (state_floats_per_slot_ == 0) return;
   std::memcpy(states_.data() + size_t(slot) * state_floats_per_slot_, src, state_floats_per_slot_ * 4);
 }
 
