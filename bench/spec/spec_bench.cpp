@@ -229,11 +229,10 @@ int main_impl(int argc, char** argv) {
   }
   std::printf("\n## lanes vs replay, concurrency 1, synthetic AL = K/2 + 1\n");
   std::printf("%4s %8s %14s %14s %10s\n", "K", "rollback", "state bytes", "rollback bytes", "tok/s");
+  const bool stateful = Model::load(target, threads)->state_bytes_per_slot() > 0;
+  if (!stateful) std::printf("(no KDA layers: nothing to roll back)\n");
   for (int k : {3, 7}) {
-    if (Model::load(target, threads)->state_bytes_per_slot() == 0) {
-      std::printf("(no KDA layers: nothing to roll back)\n");
-      break;
-    }
+    if (!stateful) break;
     for (const char* mode : {"lanes", "replay"}) {
       RuntimeLimits l;
       l.max_seqs = 1;

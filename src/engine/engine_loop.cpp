@@ -27,6 +27,8 @@ PrefixCacheConfig cache_config(const EngineConfig& c, const Model& model, const 
   return p;
 }
 
+SamplingFilter filter_of(const SamplingParams& p) { return {p.temperature, p.top_k, p.top_p, p.min_p}; }
+
 // A Prometheus counter that follows a cumulative count kept elsewhere (they only grow).
 void mirror(prometheus::Counter* c, uint64_t total) {
   const double d = double(total) - c->Value();
@@ -242,8 +244,7 @@ void EngineLoop::draft(StepPlan& plan) {
       j.feed = std::span<const int32_t>(s->tokens.data() + s->draft_computed, size_t(s->num_computed + 1 - s->draft_computed));
       j.k = plan.spec_k[i];
       j.feed_last = plan.feed_last[i] != 0;
-      const SamplingParams& p = s->req.sampling;
-      j.filter = SamplingFilter{p.temperature, p.top_k, p.top_p, p.min_p};
+      j.filter = filter_of(s->req.sampling);
       Rng* rng = &s->rng;
       j.uniform = [rng] { return rng->uniform(); };
       j.tokens = plan.tokens.data() + c.token_offset + 1;
@@ -301,8 +302,7 @@ void EngineLoop::sample(const StepPlan& plan) {
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (plan.chunks[i].num_logits == 0) continue;
     Sequence* s = plan.seqs[i];
-    const SamplingParams& p = s->req.sampling;
-    const SamplingFilter f{p.temperature, p.top_k, p.top_p, p.min_p};
+    const SamplingFilter f = filter_of(s->req.sampling);
     const float* lg = logits_.data() + size_t(row) * size_t(vocab_);
     row_of_[size_t(c)] = row;
     const int k = plan.spec_k[i];

@@ -78,43 +78,42 @@ void Scheduler::preempt_newest() {
   waiting_.push_front(std::move(victim));
 }
 
-void Scheduler::plan_chunk(Sequence* s, int n) {
+SeqChunk Scheduler::chunk_of(const Sequence* s, int n) const {
   SeqChunk c;
   c.slot = s->slot;
   c.block_table = s->blocks.data();
   c.start_pos = s->num_computed;
   c.num_tokens = n;
   c.token_offset = int32_t(plan_.tokens.size());
-  // Logits only where a token will be sampled: the chunk that feeds the last pending token.
-  c.num_logits = (n == s->pending()) ? 1 : 0;
-  plan_.tokens.insert(plan_.tokens.end(), s->tokens.begin() + s->num_computed,
-                      s->tokens.begin() + s->num_computed + n);
-  plan_.chunks.push_back(c);
-  plan_.seqs.push_back(s);
-  plan_.spec_k.push_back(0);
-  plan_.feed_last.push_back(0);
-  plan_.keep.push_back(n);
-  plan_.num_logits += c.num_logits;
-  if (auto h = cache_.chunk_snapshot(&s->prefix, s->num_computed + n)) plan_.saves.push_back({s->slot, *h});
+  return c;
 }
 
-void Scheduler::plan_verify(Sequence* s, int k, bool feed_last) {
-  SeqChunk c;
-  c.slot = s->slot;
-  c.block_table = s->blocks.data();
-  c.start_pos = s->num_computed;
-  c.num_tokens = k + 1;
-  c.token_offset = int32_t(plan_.tokens.size());
-  c.num_logits = k + 1;
-  c.spec_lane = 0;
-  plan_.tokens.push_back(s->tokens[size_t(s->num_computed)]);
-  plan_.tokens.insert(plan_.tokens.end(), size_t(k), 0);  // the drafter fills these
+void Scheduler::push_chunk(Sequence* s, const SeqChunk& c, int k, bool feed_last, int keep) {
   plan_.chunks.push_back(c);
   plan_.seqs.push_back(s);
   plan_.spec_k.push_back(k);
   plan_.feed_last.push_back(feed_last ? 1 : 0);
-  plan_.keep.push_back(0);
+  plan_.keep.push_back(keep);
   plan_.num_logits += c.num_logits;
+}
+
+void Scheduler::plan_chunk(Sequence* s, int n) {
+  SeqChunk c = chunk_of(s, n);
+  // Logits only where a token will be sampled: the chunk that feeds the last pending token.
+  c.num_logits = (n == s->pending()) ? 1 : 0;
+  plan_.tokens.insert(plan_.tokens.end(), s->tokens.begin() + s->num_computed,
+                      s->tokens.begin() + s->num_computed + n);
+  push_chunk(s, c, 0, false, n);
+  if (auto h = cache_.chunk_snapshot(&s->prefix, s->num_computed + n)) plan_.saves.push_back({s->slot, *h});
+}
+
+void Scheduler::plan_verify(Sequence* s, int k, bool feed_last) {
+  SeqChunk c = chunk_of(s, k + 1);
+  c.num_logits = k + 1;
+  c.spec_lane = 0;
+  plan_.tokens.push_back(s->tokens[size_t(s->num_computed)]);
+  plan_.tokens.insert(plan_.tokens.end(), size_t(k), 0);  // the drafter fills these
+  push_chunk(s, c, k, feed_last, 0);  // keep: set by the engine after verification
 }
 
 bool Scheduler::rounds_end_on_boundaries() const { return cache_.enabled() && cache_.decode_snapshots(); }

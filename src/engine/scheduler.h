@@ -96,6 +96,10 @@ class Scheduler {
  private:
   void preempt_newest();
   void release(Sequence& s);
+  // The chunk of s's next n tokens (slot, blocks, position, offset in the step's tokens), and
+  // appending one to the plan with its speculative fields.
+  SeqChunk chunk_of(const Sequence* s, int n) const;
+  void push_chunk(Sequence* s, const SeqChunk& c, int k, bool feed_last, int keep);
   void plan_chunk(Sequence* s, int num_tokens);
   // A decode row as a verify chunk: the pending token and k draft placeholders, all scored.
   void plan_verify(Sequence* s, int k, bool feed_last);

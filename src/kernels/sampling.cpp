@@ -114,7 +114,7 @@ int32_t Sampler::sample(const float* logits, int vocab, const SamplingFilter& p,
   // Below kMinTemperature the distribution is the argmax to float precision, and 1/T heads for
   // overflow (inf below ~3e-39, where a tie's (l - m) / T is 0 * inf = NaN): greedy. The negated
   // comparison also takes a NaN temperature there.
-  if (p.greedy() || !(p.temperature >= kMinTemperature)) {
+  if (p.picks_argmax()) {
     int32_t tok = argmax(logits, vocab);
     if (logprob) *logprob = logprob_of(logits, vocab, tok);
     return tok;
@@ -177,7 +177,7 @@ void Sampler::top_logprobs(const float* logits, int vocab, int n,
 
 void Sampler::distribution(const float* logits, int vocab, const SamplingFilter& p, float* probs) {
   for (int i = 0; i < vocab; ++i) probs[i] = 0.f;
-  if (p.greedy() || !(p.temperature >= kMinTemperature)) {
+  if (p.picks_argmax()) {
     probs[argmax(logits, vocab)] = 1.f;
     return;
   }

@@ -21,6 +21,8 @@ struct SamplingFilter {
   float min_p = 0.f;        // 0 = off; keeps tokens with p >= min_p * p_max
   // top_k == 1 keeps only the argmax, so it is greedy whatever the temperature.
   bool greedy() const { return temperature <= 0.f || top_k == 1; }
+  // What Sampler::sample actually does: greedy, or a temperature too small to divide by (or NaN).
+  bool picks_argmax() const { return greedy() || !(temperature >= kMinTemperature); }
 };
 
 class Sampler {

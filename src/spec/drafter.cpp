@@ -25,7 +25,7 @@ void Drafter::allocate(const RuntimeLimits& target) {
 }
 
 bool Drafter::keeps_probs(const SamplingFilter& f) const {
-  return sample_ == DraftSample::Probabilistic && !f.greedy() && f.temperature >= kMinTemperature;
+  return sample_ == DraftSample::Probabilistic && !f.picks_argmax();
 }
 
 void Drafter::pick(DraftJob& job, int i, const float* logits) {

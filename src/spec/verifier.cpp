@@ -8,7 +8,7 @@ Verifier::Verifier(int vocab) : sampler_(vocab), p_(size_t(vocab)), w_(size_t(vo
 
 VerifyOutcome Verifier::verify(SpecMethod method, const VerifyRound& r, const std::function<double()>& uniform) {
   // Temperature 0 (or top-k 1): only the argmax can follow, whatever the method.
-  if (r.filter.greedy() || !(r.filter.temperature >= kMinTemperature)) return greedy(r, uniform);
+  if (r.filter.picks_argmax()) return greedy(r, uniform);
   switch (method) {
     case SpecMethod::Greedy: return greedy(r, uniform);
     case SpecMethod::Probabilistic: return probabilistic(r, uniform);
@@ -18,9 +18,8 @@ VerifyOutcome Verifier::verify(SpecMethod method, const VerifyRound& r, const st
 }
 
 int32_t Verifier::sample_row(const VerifyRound& r, int i, const std::function<double()>& uniform) {
-  const bool greedy = r.filter.greedy() || !(r.filter.temperature >= kMinTemperature);
-  // As the engine's plain sampling: a greedy request draws nothing.
-  return sampler_.sample(row(r, i), r.vocab, r.filter, greedy ? 0.0 : uniform());
+  // A request that picks the argmax draws nothing.
+  return sampler_.sample(row(r, i), r.vocab, r.filter, r.filter.picks_argmax() ? 0.0 : uniform());
 }
 
 float Verifier::q_of(const VerifyRound& r, int i, int32_t x) const {
