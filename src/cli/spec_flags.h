@@ -11,6 +11,7 @@ namespace ds::cli {
 struct SpecFlags {
   std::string draft_model;
   int k = 0;
+  int window = 0;
   std::string method = "block", draft_sample = "probabilistic", rollback = "lanes";
   double al = 0;
   std::string golden;
@@ -26,6 +27,9 @@ inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
   cmd->add_option("--state-rollback", f->rollback,
                   "How the target's KDA state rolls back after a partial accept: lanes or replay")
       ->capture_default_str();
+  cmd->add_option("--spec-window", f->window,
+                  "Most sequences verifying in one step (0: --max-num-seqs); the rest decode one token")
+      ->capture_default_str();
   cmd->add_option("--spec-acceptance-length", f->al,
                   "Benchmarks only: accept this mean number of tokens per round whatever the target says");
   cmd->add_option("--golden-al", f->golden, "Benchmarks only: read the acceptance length for K from this golden curve (YAML)");
@@ -39,6 +43,7 @@ inline SpecOptions spec_options_of(const SpecFlags& f) {
   o.method = parse_spec_method(f.method);
   o.draft_sample = parse_draft_sample(f.draft_sample);
   o.state_rollback = f.rollback;
+  o.window = f.window;
   o.acceptance_length = f.al;
   o.golden_al_file = f.golden;
   return o;

@@ -69,6 +69,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   for (const CacheCounter& c : cache_->counters()) cache_counters_.push_back(metrics_.add_counter(c.name, c.help));
   SchedulerLimits sl{cfg_.max_num_seqs, cfg_.max_num_batched_tokens, cfg_.max_model_len};
   sl.spec_tokens = drafter_ ? K : 0;
+  sl.spec_window = cfg_.spec.window;
   sl.has_draft = drafter_ != nullptr;
   scheduler_ = std::make_unique<Scheduler>(sl, *cache_);
   sampler_ = Sampler(vocab_);

@@ -182,12 +182,14 @@ StepPlan& Scheduler::schedule() {
   //    already planned in this loop. With speculation a decode row becomes a verify chunk of
   //    k + 1 tokens; every later decode row keeps at least its one token of the budget.
   int decode_left = 0;
+  int verifying = 0;  // sequences given a verify chunk so far, bounded by the spec window
   for (const auto& up : running_) decode_left += up->pending() == 1 ? 1 : 0;
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence* s = running_[i].get();
     if (s->pending() != 1) continue;
     --decode_left;
     int k = spec_length(*s, budget - 1 - decode_left);
+    if (limits_.spec_window > 0 && verifying >= limits_.spec_window) k = 0;
     const int need = pool_.blocks_for(int64_t(s->num_computed) + 1);
     bool alive = true;
     while (int(s->blocks.size()) < need) {
@@ -220,6 +222,7 @@ StepPlan& Scheduler::schedule() {
       // The round's decode snapshot, if it lands on one, is taken at commit (commit_step).
       const bool on_boundary = rounds_end_on_boundaries() && (s->num_computed + k + 1) % cache_.block_size() == 0;
       plan_verify(s, k, limits_.has_draft && on_boundary);
+      ++verifying;
     } else {
       if (auto h = cache_.decode_snapshot(s->tokens, &s->prefix, s->num_computed + 1)) plan_.saves.push_back({s->slot, *h});
       plan_chunk(s, 1);

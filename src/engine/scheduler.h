@@ -35,6 +35,7 @@ struct SchedulerLimits {
   // Speculative decoding: draft tokens per round (0: none), and whether a draft model mirrors
   // the target (its fed count is tracked, and blocks publish only once both have fed them).
   int spec_tokens = 0;
+  int spec_window = 0;  // most sequences verifying in one step; 0: no bound beyond max_num_seqs
   bool has_draft = false;
 };
 

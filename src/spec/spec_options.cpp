@@ -38,6 +38,7 @@ void resolve_spec_options(SpecOptions* o) {
   if (!o->enabled()) {
     DS_CHECK(o->state_rollback != "replay", "--state-rollback replay needs --draft-model (it rolls back speculation)");
     DS_CHECK(o->num_speculative_tokens == 0, "--num-speculative-tokens needs --draft-model");
+    DS_CHECK(o->window == 0, "--spec-window needs --draft-model");
     DS_CHECK(o->acceptance_length == 0 && o->golden_al_file.empty(),
              "--spec-acceptance-length and --golden-al need --draft-model");
     return;
@@ -45,6 +46,7 @@ void resolve_spec_options(SpecOptions* o) {
   const int k = o->num_speculative_tokens;
   DS_CHECK(k >= 1 && k <= kMaxSpeculativeTokens, "--num-speculative-tokens " + std::to_string(k) + " is outside [1, " +
                                                      std::to_string(kMaxSpeculativeTokens) + "]");
+  DS_CHECK(o->window >= 0, "--spec-window " + std::to_string(o->window) + " is negative (0: max_num_seqs)");
   DS_CHECK(!(o->acceptance_length != 0 && !o->golden_al_file.empty()),
            "give --spec-acceptance-length or --golden-al, not both");
   if (!o->golden_al_file.empty()) {

@@ -22,6 +22,10 @@ struct SpecOptions {
   SpecMethod method = SpecMethod::Block;
   DraftSample draft_sample = DraftSample::Probabilistic;
   std::string state_rollback = "lanes";  // --state-rollback lanes|replay (the target's KDA layers)
+  // --spec-window N: at most N sequences verify in one step (0: max_num_seqs); the others decode
+  // one token that step. It bounds a step's verify rows at N x (1 + K), the "batch-shape window"
+  // of serving plans (docs/recipes.md), whatever the concurrency.
+  int window = 0;
   // Synthetic acceptance (benchmarks only): accept this mean number of tokens per round
   // whatever the target says. From --spec-acceptance-length, or looked up for K in --golden-al.
   double acceptance_length = 0;      // 0: real acceptance

@@ -166,5 +166,34 @@ TEST(Scheduler, CancelledSequencesFreeBlocksAndSlots) {
   EXPECT_EQ(sch.num_waiting(), 0);
 }
 
+// --spec-window: at most that many sequences get a verify chunk in one step, oldest first; the
+// rest decode one token, and every decoding sequence still advances.
+TEST(Scheduler, SpecWindowBoundsVerifyingSequences) {
+  PlainCache cache(100, 64);
+  SchedulerLimits lim{4, 1000, 1024};
+  lim.spec_tokens = 3;
+  lim.spec_window = 2;
+  Scheduler sch(lim, cache.cache);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 4; ++i) {
+    auto s = seq_with_prompt(10);
+    seqs.push_back(s.get());
+    sch.add(std::move(s));
+  }
+  run_step(sch);  // the prompts
+  const StepPlan& p = sch.schedule();
+  ASSERT_EQ(p.num_decode, 4);
+  ASSERT_EQ(p.chunks.size(), 4u);
+  int verifying = 0;
+  for (size_t i = 0; i < p.chunks.size(); ++i) {
+    EXPECT_EQ(p.seqs[i], seqs[i]);
+    const int rows = p.chunks[i].num_tokens;
+    EXPECT_EQ(rows, i < 2 ? 4 : 1) << "sequence " << i;
+    verifying += rows > 1 ? 1 : 0;
+  }
+  EXPECT_EQ(verifying, 2);
+  EXPECT_EQ(p.tokens.size(), 2u * 4u + 2u);  // the window's verify rows, then plain decode rows
+}
+
 }  // namespace
 }  // namespace ds

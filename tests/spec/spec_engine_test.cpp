@@ -126,6 +126,25 @@ TEST(SpecEngine, LlamaTargetWithHybridDraftAndTheReverse) {
   }
 }
 
+// --spec-window 1 and 2 with four sequences: some decode rows verify, the others decode one
+// token (their drafts fall behind and catch up); greedy tokens stay those of plain decoding.
+TEST(SpecEngine, SpecWindowKeepsGreedyTokens) {
+  const std::string target = hybrid_target();
+  const Workload w = mixed_workload(512);
+  const Outcome plain = run(target, base_config(), w);
+  for (int window : {1, 2}) {
+    for (const char* rollback : {"lanes", "replay"}) {
+      SCOPED_TRACE("window " + std::to_string(window) + " " + rollback);
+      EngineConfig c = base_config();
+      c.spec = spec_of(hybrid_twin(), 3, rollback);
+      c.spec.window = window;
+      const Outcome o = run(target, c, w);
+      ASSERT_EQ(o.tokens, plain.tokens);
+      EXPECT_GT(o.drafted, 0);
+    }
+  }
+}
+
 TEST(SpecEngine, PreemptionBetweenRoundsLosesNothing) {
   // Four 100-token prompts fit 8 blocks; growing to 250 tokens each they do not: the newest
   // are preempted and recomputed (prompt and generated tokens, target and draft) while the
