@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 
+#include "core/build_info.h"
 #include "core/cpu_features.h"
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
@@ -81,6 +82,7 @@ json model_card(const ServerContext& ctx, const std::string& name, int64_t creat
           {"max_model_len", ctx.engine.config().max_model_len},
           {"vocab_size", ctx.engine.vocab_size()},
           {"kernel_isa", isa_name(active_isa())},
+          {"build", {{"revision", build_info().revision}, {"compiler", build_info().compiler}}},
           {"prefix_caching", prefix_caching_card(ctx.engine.config())},
           {"speculative_decoding", speculative_card(ctx.engine.config())}};
 }

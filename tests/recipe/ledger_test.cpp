@@ -1,0 +1,94 @@
+// The append-only results ledger: entries chain by hash; any change to earlier bytes (an edited
+// figure, a removed or reordered entry, a truncated line) is detected and nothing is appended.
+#include "recipe/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "recipe_test_util.h"
+
+namespace ds::recipe {
+namespace {
+
+using testing::TempDir;
+
+std::string read(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+void write(const std::string& p, const std::string& text) { std::ofstream(p) << text; }
+
+std::string three_entries(const TempDir& d) {
+  const std::string p = (d.path / "ledger.jsonl").string();
+  for (int i = 0; i < 3; ++i) append_ledger(p, {{"concurrency", 1 << i}, {"output_tok_s", 100.5 * (i + 1)}});
+  return p;
+}
+
+void expect_refused(const std::string& p, const std::string& part) {
+  try {
+    append_ledger(p, {{"concurrency", 99}});
+    FAIL() << "appended to a tampered ledger";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(Ledger, AppendsAndReadsBack) {
+  TempDir d("ledger_ok");
+  const std::string p = three_entries(d);
+  const auto entries = read_ledger(p);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[2]["concurrency"], 4);
+  EXPECT_DOUBLE_EQ(entries[1]["output_tok_s"].get<double>(), 201.0);
+}
+
+TEST(Ledger, EditedFigureIsDetected) {
+  TempDir d("ledger_edit");
+  const std::string p = three_entries(d);
+  std::string t = read(p);
+  t.replace(t.find("201.0"), 5, "999.0");  // entry 1's figure, made better
+  write(p, t);
+  expect_refused(p, "entry 1 (line 2) changed");
+  EXPECT_THROW(read_ledger(p), Error);
+}
+
+TEST(Ledger, RemovedEntryIsDetected) {
+  TempDir d("ledger_remove");
+  const std::string p = three_entries(d);
+  std::string t = read(p);
+  const size_t a = t.find('\n') + 1, b = t.find('\n', a) + 1;
+  t.erase(a, b - a);
+  write(p, t);
+  expect_refused(p, "entry 1 (line 2)");
+}
+
+TEST(Ledger, TruncatedLedgerIsDetected) {
+  TempDir d("ledger_trunc");
+  const std::string p = three_entries(d);
+  std::string t = read(p);
+  t.resize(t.size() - 10);
+  write(p, t);
+  expect_refused(p, "entry 2");
+}
+
+TEST(Ledger, RewrittenHashWithoutItsChainIsDetected) {
+  // Editing a figure and recomputing only that line's hash breaks the next entry's link.
+  TempDir d("ledger_rehash");
+  const std::string p = three_entries(d);
+  std::string t = read(p);
+  const size_t a = t.find('\n') + 1, b = t.find('\n', a);
+  nlohmann::json j = nlohmann::json::parse(t.substr(a, b - a));
+  j["entry"]["output_tok_s"] = 999.0;
+  j["hash"] = "0000";
+  t.replace(a, b - a, j.dump());
+  write(p, t);
+  expect_refused(p, "entry 1 (line 2) changed");
+}
+
+}  // namespace
+}  // namespace ds::recipe

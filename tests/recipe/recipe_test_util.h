@@ -1,0 +1,54 @@
+// Helpers for the recipe tests: recipes written to a temporary folder, next to a golden curve.
+#pragma once
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace ds::recipe::testing {
+
+// A fresh folder per test, removed at the end.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() / ("ds_recipe_" + tag + "_" + std::to_string(getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name, const std::string& text) const {
+    const auto p = path / name;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+// A loopback port nothing listens on now (bound, read, released).
+inline int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+inline const char* kGolden = R"(model: m
+draft_model: d
+draft_sample_method: probabilistic
+rejection_sample_method: block
+thinking_on:
+  1: 1.85
+  3: 3.00
+  7: 3.84
+)";
+
+}  // namespace ds::recipe::testing
