@@ -211,6 +211,9 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--shutdown-grace-s", a->grace_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
   add_spec_flags(cmd, &a->spec);
+  cmd->add_option("--profile-steps", a->engine.profile_steps,
+                  "Log a table of where step time goes every N steps (the same figures are always in /metrics)")
+      ->capture_default_str();
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body accepted, MiB")->capture_default_str();
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
 });

@@ -28,6 +28,7 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
   auto fail = [](const std::string& msg) { throw Error("invalid settings: " + msg); };
   if (c->max_num_seqs < 1)
     fail("--max-num-seqs must be at least 1, got " + std::to_string(c->max_num_seqs));
+  if (c->profile_steps < 0) fail("--profile-steps " + std::to_string(c->profile_steps) + " is negative (0: no table)");
   if (c->max_num_batched_tokens < 1)
     fail("--max-num-batched-tokens must be at least 1, got " +
          std::to_string(c->max_num_batched_tokens));

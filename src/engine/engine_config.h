@@ -27,6 +27,7 @@ struct EngineConfig {
   int max_waiting = 256;       // requests queued beyond this get 503 + Retry-After
   int block_size = 64;
   int num_kv_blocks = 0;       // 0: derived from kv_pool_gb; tests set it directly
+  int profile_steps = 0;       // --profile-steps N: log the step profile's table every N steps (0: metrics only)
 
   // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, their spill folder.
   PrefixCacheOptions prefix;

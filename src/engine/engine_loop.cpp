@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 #include "engine/cache_identity.h"
 
@@ -27,6 +28,13 @@ PrefixCacheConfig cache_config(const EngineConfig& c, const Model& model, const 
   return p;
 }
 
+// CPU time of the calling thread: what a step's wall time is, minus time off CPU.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 SamplingFilter filter_of(const SamplingParams& p) { return {p.temperature, p.top_k, p.top_p, p.min_p}; }
 
 // A Prometheus counter that follows a cumulative count kept elsewhere (they only grow).
@@ -47,6 +55,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   const RuntimeLimits limits = runtime_limits(cfg_);
   model_->allocate(limits);
   const int K = cfg_.spec.num_speculative_tokens;
+  profiler_ = std::make_unique<StepProfiler>(metrics_, cfg_.profile_steps);
   if (draft) {
     drafter_ = std::make_unique<Drafter>(std::move(draft), cfg_.spec.draft_sample, K);
     drafter_->allocate(limits);
@@ -154,12 +163,15 @@ EngineSnapshot EngineLoop::snapshot() const {
 void EngineLoop::run() {
   std::vector<std::unique_ptr<Sequence>> arrived;
   while (!stop_.load()) {
+    const auto t_loop = Clock::now();
     {
       std::unique_lock<std::mutex> lock(mu_);
       const bool idle = scheduler_->num_running() == 0 && scheduler_->num_waiting() == 0;
-      if (idle && incoming_.empty() && !cancel_all_.load())
+      if (idle && incoming_.empty() && !cancel_all_.load()) {
         cv_.wait_for(lock, std::chrono::milliseconds(50),
                      [&] { return !incoming_.empty() || stop_.load() || cancel_all_.load(); });
+        idle_s_ += std::chrono::duration<double>(Clock::now() - t_loop).count();
+      }
       arrived.swap(incoming_);
       // Leaving incoming_ under the lock and counted here, so submit() never misses them.
       waiting_.store(scheduler_->num_waiting() + int(arrived.size()));
@@ -170,7 +182,9 @@ void EngineLoop::run() {
       break;
     }
     try {
+      const auto t_admit = Clock::now();
       admit_and_retire(&arrived);
+      between_s_ += std::chrono::duration<double>(Clock::now() - t_admit).count();
       step();
     } catch (const std::exception& e) {
       // forward() is not meant to throw; if it does, the sequences in flight cannot be trusted,
@@ -198,6 +212,10 @@ void EngineLoop::run() {
 // ---- the step ----
 
 void EngineLoop::step() {
+  // Each phase ends at a mark; the profiler gets the differences (engine/step_profile.h).
+  Clock::time_point mark[kStepPhases + 1];
+  mark[0] = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
   StepPlan& plan = scheduler_->schedule();
   if (plan.num_preempted) metrics_.preemptions->Increment(plan.num_preempted);
   waiting_.store(scheduler_->num_waiting());
@@ -206,25 +224,45 @@ void EngineLoop::step() {
     return;
   }
   count_admissions(plan);
-  const auto t_start = Clock::now();
+  mark[PhaseSchedule + 1] = Clock::now();
   if (drafter_) draft(plan);
-  const auto t_drafted = Clock::now();
+  mark[PhaseDraft + 1] = drafter_ ? Clock::now() : mark[PhaseDraft];  // zero: no draft phase
   forward(plan);
+  mark[PhaseForward + 1] = Clock::now();
   sample(plan);
-  const auto t_verified = Clock::now();
+  mark[PhaseSample + 1] = Clock::now();
   accept(plan);
+  mark[PhaseAccept + 1] = Clock::now();
   scheduler_->commit_step();
+  mark[PhaseCommit + 1] = Clock::now();
   stream(plan);
+  mark[PhaseStream + 1] = Clock::now();
   finish_done(plan);
-  const auto t_end = Clock::now();
-  const double step_s = std::chrono::duration<double>(t_end - t_start).count();
+  mark[PhaseFinish + 1] = Clock::now();
+  const auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+
+  StepSample s;
+  for (int p = 0; p < kStepPhases; ++p) s.phase[p] = secs(mark[p], mark[p + 1]);
+  s.forward = model_->last_profile();
+  s.wall = secs(mark[0], mark[kStepPhases]);
+  s.cpu = thread_cpu_seconds() - cpu0;
+  s.idle = idle_s_;
+  s.between = between_s_;
+  idle_s_ = between_s_ = 0;
+  s.rows = int(plan.tokens.size());
+  s.seqs = int(plan.chunks.size());
+  s.decode_seqs = plan.num_decode;
+  profiler_->record(s);
+
+  // The step's duration as before the profiler (schedule excluded), and speculation's shares.
+  const double step_s = secs(mark[PhaseSchedule + 1], mark[kStepPhases]);
   metrics_.step_seconds->Observe(step_s);
   metrics_.step_seconds_total->Increment(step_s);
   if (drafter_) {
-    metrics_.spec_draft_seconds->Increment(std::chrono::duration<double>(t_drafted - t_start).count());
+    metrics_.spec_draft_seconds->Increment(s.phase[PhaseDraft]);
     bool verified = false;
     for (int32_t k : plan.spec_k) verified = verified || k > 0;
-    if (verified) metrics_.spec_verify_seconds->Increment(std::chrono::duration<double>(t_verified - t_drafted).count());
+    if (verified) metrics_.spec_verify_seconds->Increment(s.phase[PhaseForward] + s.phase[PhaseSample]);
   }
   publish_counts();
 }

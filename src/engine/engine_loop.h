@@ -28,6 +28,7 @@
 #include "cache/prefix_cache.h"
 #include "engine/engine.h"
 #include "engine/scheduler.h"
+#include "engine/step_profile.h"
 #include "kernels/sampling.h"
 #include "model/model.h"
 #include "spec/drafter.h"
@@ -114,6 +115,9 @@ class EngineLoop {
   std::vector<float> draft_probs_;  // [slot][K][vocab], probabilistic drafting only
   std::vector<prometheus::Counter*> position_drafted_, position_accepted_;
   std::vector<std::unique_ptr<Sequence>> scratch_;
+  // The step profiler, and what happened before the step it records next (docs/architecture.md).
+  std::unique_ptr<StepProfiler> profiler_;
+  double idle_s_ = 0, between_s_ = 0;
 
   // Published for snapshot() from other threads.
   std::atomic<int> snap_running_{0}, snap_kv_used_{0}, snap_cached_{0}, snap_snapshots_{0};

@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -57,6 +58,7 @@ class HybridModel final : public Model {
   void load_block(int block, const void* src) override;
   void commit_speculative(int slot, int keep) override;
   size_t rollback_bytes_per_slot() const override;
+  const ForwardProfile& last_profile() const override { return profile_; }
 
  private:
   size_t step_floats(int n, int logit_rows) const;
@@ -78,6 +80,7 @@ class HybridModel final : public Model {
 
   RuntimeLimits limits_;
   bool allocated_ = false;
+  ForwardProfile profile_;
   // Not zeroed: a position is always written before it is read, and an untouched pool costs
   // no memory until blocks are used (the allocator maps large blocks lazily).
   std::unique_ptr<float[]> kv_pool_;
@@ -231,9 +234,19 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     }
   }
   StepContext ctx{&batch, N, tok_seq, tok_pos, pool_.get(), &arena_, &thread_scratch_};
+  profile_ = ForwardProfile{};
+  using Clock = std::chrono::steady_clock;
+  auto last_mark = Clock::now();
+  // Adds the time since the last mark to `part`.
+  auto mark_part = [&](ForwardProfile::Part part) {
+    const auto now = Clock::now();
+    profile_.seconds[part] += std::chrono::duration<double>(now - last_mark).count();
+    last_mark = now;
+  };
   parallel_rows(pool_.get(), N, H, [&](int t, int) {
     row_to_f32(embed_.data(), embed_dtype_, size_t(batch.tokens[size_t(t)]), H, x + size_t(t) * size_t(H));
   });
+  mark_part(ForwardProfile::Embed);
   // Each attention layer owns a contiguous region [num_kv_blocks][block_size][row] of the pool.
   const size_t layer_scale = size_t(limits_.block_size) * size_t(limits_.num_kv_blocks);
   for (const Layer& L : layers_) {
@@ -241,6 +254,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     parallel_rows(pool_.get(), N, H, [&](int t, int) {
       rmsnorm(x + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
     });
+    mark_part(ForwardProfile::Norms);
     if (L.kda) {
       KdaRollback rb;
       rb.mode = limits_.rollback;
@@ -256,12 +270,15 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     } else {
       L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size);
     }
+    mark_part(L.kda ? ForwardProfile::Kda : L.mla ? ForwardProfile::Mla : ForwardProfile::Gqa);
     arena_.rewind(mark);
     parallel_rows(pool_.get(), N, H, [&](int t, int) {
       rmsnorm(x + size_t(t) * size_t(H), L.post_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
     });
+    mark_part(ForwardProfile::Norms);
     if (L.moe) L.moe->forward(ctx, h, x);
     else L.dense->forward(ctx, h, x, N);
+    mark_part(L.moe ? ForwardProfile::Moe : ForwardProfile::DenseFfn);
     arena_.rewind(mark);
   }
   // Final norm and LM head only for the rows whose logits were asked for.
@@ -273,6 +290,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       rmsnorm(x + size_t(first + i) * size_t(H), final_norm_.data(), cfg_.rms_norm_eps, hl + size_t(r) * size_t(H), H);
   }
   if (logit_rows > 0) matmul(hl, size_t(H), lm_head_, logits, size_t(cfg_.vocab_size), logit_rows, pool_.get());
+  mark_part(ForwardProfile::LmHead);
 }
 
 size_t HybridModel::rollback_bytes_per_slot() const {

@@ -13,6 +13,7 @@
 
 #include "cache/cache_memory.h"
 #include "model/config.h"
+#include "model/forward_profile.h"
 
 namespace ds {
 
@@ -93,6 +94,11 @@ class Model : public CacheMemory {
   virtual void commit_speculative(int slot, int keep) = 0;
   // Bytes one slot holds for rollback beyond its committed state.
   virtual size_t rollback_bytes_per_slot() const = 0;
+  // Where the last forward's time went (all zero for a model that does not measure it).
+  virtual const ForwardProfile& last_profile() const {
+    static const ForwardProfile none;
+    return none;
+  }
 };
 
 }  // namespace ds

@@ -255,6 +255,9 @@ TEST(EngineConfig, RefusesInconsistentSettingsWithOneLine) {
   c = small_config();
   c.max_model_len = 1;
   refuse(c, "--max-model-len must be at least 2");
+  c = small_config();
+  c.profile_steps = -1;
+  refuse(c, "--profile-steps -1 is negative");
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ std::string write_file(const std::string& name, const std::string& text) {
 }
 
 TEST(GoldenCurve, ReadsThePublishedSchemaAndRoundTrips) {
-  const std::string ref = std::string(DS_SOURCE_DIR) + "/../shared/reference/golden_al_kimik3_dspark_block.yaml";
+  const std::string ref = std::string(DS_SOURCE_DIR) + "/recipes/golden/golden_al_kimik3_dspark_block.yaml";  // the published curve
   if (std::filesystem::exists(ref)) {
     const GoldenCurve c = load_golden_curve(ref);
     EXPECT_EQ(c.curve_key, "thinking_on");
@@ -148,6 +148,12 @@ TEST(SpecStartup, BadSettingsFailWithOneClearLine) {
   o = SpecOptions{};
   o.state_rollback = "replay";
   expect_start_error(o, "--state-rollback replay needs --draft-model");
+  o = SpecOptions{};
+  o.window = 4;
+  expect_start_error(o, "--spec-window needs --draft-model");
+  o = s(3);
+  o.window = -1;
+  expect_start_error(o, "--spec-window -1 is negative");
   o.state_rollback = "sideways";
   expect_start_error(o, "--state-rollback 'sideways' is not one of lanes, replay");
   o = s(3);

@@ -1,0 +1,17 @@
+// Where the last forward's time went, by kind of layer part. The model rewrites it on every
+// forward; the engine's step profiler reads it after each step. Kept always: two clock reads per
+// layer part (tens of nanoseconds each) against steps of milliseconds.
+#pragma once
+
+namespace ds {
+
+struct ForwardProfile {
+  enum Part { Embed, Norms, Kda, Mla, Gqa, DenseFfn, Moe, LmHead, kParts };
+  double seconds[kParts] = {};
+  static const char* name(int part) {
+    static const char* kNames[kParts] = {"embed", "norms", "kda", "mla", "gqa", "dense_ffn", "moe", "lm_head"};
+    return kNames[part];
+  }
+};
+
+}  // namespace ds
