@@ -170,6 +170,8 @@ void parse_llama(const Reader& r, ModelConfig& c) {
                ") must be a multiple of num_key_value_heads (" + std::to_string(c.gqa.num_kv_heads) + ")");
   c.gqa.head_dim = r.integer_or(j, "head_dim", c.hidden_size / c.gqa.num_heads);
   DS_CHECK(c.gqa.head_dim % 2 == 0, r.where + ": head_dim must be even for rotary embeddings");
+  DS_CHECK(c.gqa.head_dim > 0 && c.gqa.head_dim <= 512,
+           r.where + ": head_dim must be in [2, 512], got " + std::to_string(c.gqa.head_dim));
   c.gqa.rope_theta = float(r.number_or(j, "rope_theta", 10000.0));
   if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null())
     DS_CHECK(false, r.where + ": rope_scaling is not supported");

@@ -31,15 +31,23 @@ size_t GqaMixer::scratch_floats(int max_ctx) const {
 size_t GqaMixer::weight_bytes() const { return qkv_.bytes() + o_proj_.bytes(); }
 
 namespace {
-// Rotate-half RoPE: dims i and i + hd/2 form a pair rotated by pos * inv_freq[i].
-void rope(float* v, int hd, int pos, const float* inv_freq) {
+constexpr int kMaxRopeHalf = 256;  // config.cpp bounds head_dim at 512
+// Rotate-half RoPE: dims i and i + hd/2 form a pair rotated by pos * inv_freq[i]. The angles'
+// cosines and sines depend on the position only, so a token computes them once for all its heads
+// (`rope_angles`), in double as before, which keeps every rotated value bit-identical.
+void rope_angles(int hd, int pos, const float* inv_freq, float* cos_out, float* sin_out) {
+  for (int i = 0; i < hd / 2; ++i) {
+    const double a = double(pos) * double(inv_freq[i]);
+    cos_out[i] = float(std::cos(a));
+    sin_out[i] = float(std::sin(a));
+  }
+}
+void rope(float* v, int hd, const float* c, const float* s) {
   const int half = hd / 2;
   for (int i = 0; i < half; ++i) {
-    const double a = double(pos) * double(inv_freq[i]);
-    const float c = float(std::cos(a)), s = float(std::sin(a));
     const float x0 = v[i], x1 = v[i + half];
-    v[i] = x0 * c - x1 * s;
-    v[i + half] = x1 * c + x0 * s;
+    v[i] = x0 * c[i] - x1 * s[i];
+    v[i + half] = x1 * c[i] + x0 * s[i];
   }
 }
 }  // namespace
@@ -57,7 +65,9 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
   parallel_rows(ctx.pool, N, (nh_ + nkv_) * hd_, [&](int t, int) {
     float* row = QKV + size_t(t) * qkv_w;
     const int pos = ctx.token_pos[t];
-    for (int hh = 0; hh < nh_ + nkv_; ++hh) rope(row + size_t(hh * hd_), hd_, pos, inv_freq_.data());
+    float c[kMaxRopeHalf], sn[kMaxRopeHalf];
+    rope_angles(hd_, pos, inv_freq_.data(), c, sn);
+    for (int hh = 0; hh < nh_ + nkv_; ++hh) rope(row + size_t(hh * hd_), hd_, c, sn);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
     float* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
     std::memcpy(dst, row + size_t(nh_ * hd_), 2 * kvw * sizeof(float));  // k then v, as laid out
