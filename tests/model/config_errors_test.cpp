@@ -31,6 +31,13 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
   EXPECT_NE(error_of(R"({"model_type": "llama", "hidden_size": "8"})").find("'hidden_size' must be an integer"),
             std::string::npos);
   EXPECT_NE(error_of("{nope").find("invalid JSON"), std::string::npos);
+  // GQA's RoPE keeps a head's angles on the stack: head_dim is bounded.
+  EXPECT_NE(error_of(R"({"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 1, "vocab_size": 10,
+      "intermediate_size": 16, "num_attention_heads": 1, "head_dim": 1024})")
+                .find("head_dim must be in [2, 512], got 1024"),
+            std::string::npos)
+      << error_of(R"({"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 1, "vocab_size": 10,
+      "intermediate_size": 16, "num_attention_heads": 1, "head_dim": 1024})");
   const std::string kimi =
       R"({"model_type": "kimi_linear", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10,
           "intermediate_size": 16, "linear_attn_config": {"num_heads": 1, "head_dim": 8, "kda_layers": [1, 3]}})";
