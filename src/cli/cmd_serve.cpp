@@ -33,6 +33,7 @@ struct ServeArgs {
   std::vector<std::string> allowed_hosts, allowed_origins;
   bool expose_model_path = false;
   int http_threads = 512;
+  std::string http_sched = "normal";
   double grace_s = 30;
   double max_body_mb = 32;
 };
@@ -126,6 +127,9 @@ int run_serve(const ServeArgs& a) {
   o.allowed_origins = a.allowed_origins;
   o.expose_model_path = a.expose_model_path;
   o.http_threads = a.http_threads;
+  DS_CHECK(a.http_sched == "batch" || a.http_sched == "normal",
+           "invalid settings: --http-sched '" + a.http_sched + "' is not one of batch, normal");
+  o.http_batch_policy = a.http_sched == "batch";
   o.drain_grace_s = a.grace_s;
   o.max_body_bytes = size_t(a.max_body_mb * 1024 * 1024);
   server::HttpServer http(engine, std::move(tokenizer), o);
@@ -205,6 +209,9 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
       ->delimiter(',');
   cmd->add_flag("--expose-model-path", a->expose_model_path, "Show the model folder's path in /v1/models (root)");
   cmd->add_option("--max-waiting", a->engine.max_waiting, "Queued requests before 503 + Retry-After")
+      ->capture_default_str();
+  cmd->add_option("--http-sched", a->http_sched,
+                  "Scheduling policy of the HTTP threads: batch (a woken writer does not preempt the model's threads) or normal")
       ->capture_default_str();
   cmd->add_option("--http-threads", a->http_threads, "HTTP worker threads (one per open connection)")
       ->capture_default_str();

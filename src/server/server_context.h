@@ -24,6 +24,8 @@ struct ServerOptions {
   bool expose_model_path = false;           // /v1/models shows the model folder's path
   size_t max_body_bytes = 32u << 20;
   int http_threads = 512;  // a streaming response holds its thread for its whole life
+  // HTTP worker threads run as SCHED_BATCH (http_server.cpp says why); false: the default policy.
+  bool http_batch_policy = false;
   double drain_grace_s = 30;
 };
 

@@ -164,6 +164,9 @@ TEST(CliServe, RefusesInconsistentSettingsWithOneLine) {
            {"--draft-model " + tiny_model() + " --num-speculative-tokens 3 --golden-al /nonexistent.yaml",
             "golden AL file '/nonexistent.yaml' does not exist"},
            {"--state-rollback replay", "--state-rollback replay needs --draft-model"},
+           {"--http-sched fifo", "--http-sched 'fifo' is not one of batch, normal"},
+           {"--spec-window 4", "--spec-window needs --draft-model"},
+           {"--profile-steps -5", "--profile-steps -5 is negative"},
            {"--draft-model /nonexistent-draft --num-speculative-tokens 3", "'/nonexistent-draft' does not exist"},
            {"--draft-model " + tiny_model() + " --num-speculative-tokens 3 --spec-method fast",
             "--spec-method 'fast' is not one of greedy, probabilistic, block"}}) {

@@ -227,5 +227,34 @@ TEST(Sampling, NaNAndMaskedLogitsAreNeverChosen) {
   EXPECT_EQ(draw(s, l.data(), 4, g, rng), 2);
 }
 
+// logprob_of's vectorised sum against a plain double log-softmax over a vocabulary-sized row
+// with masked (-inf) and NaN entries; top_logprobs reports the same value for the same token.
+TEST(Sampler, LogprobOfMatchesDoubleReference) {
+  std::vector<float> l(8192 + 5);
+  uint64_t x = 88172645463325252ull;
+  for (auto& v : l) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = float(double(x % 100000) / 100000.0 * 30.0 - 15.0);
+  }
+  l[7] = -std::numeric_limits<float>::infinity();
+  l[100] = std::numeric_limits<float>::quiet_NaN();
+  const int vocab = int(l.size());
+  double m = -1e30;
+  for (float v : l)
+    if (v > m) m = v;
+  double s = 0;
+  for (float v : l)
+    if (v > -std::numeric_limits<float>::infinity()) s += std::exp(double(v) - m);
+  Sampler sampler(vocab);
+  std::vector<std::pair<int32_t, float>> top;
+  sampler.top_logprobs(l.data(), vocab, 3, &top);
+  for (int tok : {0, 1, 5000, 8196}) {
+    const double want = double(l[size_t(tok)]) - m - std::log(s);
+    EXPECT_NEAR(Sampler::logprob_of(l.data(), vocab, tok), want, 1e-5 * std::max(1.0, std::abs(want))) << tok;
+  }
+  for (const auto& [id, lp] : top) EXPECT_FLOAT_EQ(lp, Sampler::logprob_of(l.data(), vocab, id));
+  EXPECT_EQ(Sampler::logprob_of(l.data(), vocab, 7), -std::numeric_limits<float>::infinity());
+}
+
 }  // namespace
 }  // namespace ds
