@@ -204,6 +204,8 @@ RunSummary run_recipe(const Recipe& r, const RunOptions& o) {
       server_of = p.server_of;
       started_for = p.concurrency;
       server_error.clear();
+      server_models = nullptr;  // nothing of the previous server may be recorded for this one
+      server_isa.clear();
       log("c=" + std::to_string(p.concurrency) + ": starting " + shell_line(p.serve_argv));
       try {
         server = spawn_process(p.serve_argv, env, p.result_dir + "/server.log");
@@ -243,6 +245,7 @@ RunSummary run_recipe(const Recipe& r, const RunOptions& o) {
       int srv_status = 0;
       if (error.empty() && server > 0 && process_exited(server, &srv_status)) {
         error = "the server exited during the bench (status " + std::to_string(srv_status) + ")";
+        server_error = error;  // the points that would reuse it fail with the same reason
         server = -1;
       }
       if (error.empty()) {
