@@ -166,6 +166,8 @@ RunSummary run_recipe(const Recipe& r, const RunOptions& o) {
                          {"compiler", build_info().compiler},
                          {"cpu_isa", isa_name(active_isa())},
                          {"program", o.program}};
+  const std::string recipe_sha256 = sha256_file_hex(r.path);
+  const json point_plans = plan_json(plan)["points"];
   RunSummary sum;
   sum.ledger = ledger;
   pid_t server = -1;
@@ -191,10 +193,10 @@ RunSummary run_recipe(const Recipe& r, const RunOptions& o) {
     json entry = {{"run", run_id},
                   {"recipe", r.name},
                   {"recipe_file", r.path},
-                  {"recipe_sha256", sha256_file_hex(r.path)},
+                  {"recipe_sha256", recipe_sha256},
                   {"concurrency", p.concurrency},
                   {"band", p.band},
-                  {"plan", plan_json(plan)["points"][&p - plan.points.data()]},
+                  {"plan", point_plans[size_t(&p - plan.points.data())]},
                   {"staged", staged},
                   {"launcher", launcher},
                   {"started_at", now_utc()}};

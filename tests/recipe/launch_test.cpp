@@ -58,7 +58,7 @@ std::string tiny_model() { return std::string(DS_SOURCE_DIR) + "/tests/data/mode
 TEST(Launch, WrongServedNameStopsThePointWithTheMessage) {
   DS_REQUIRE_DEPENDENCY(cli_built(), "the deltaserve CLI is not built");
   TempDir d("launch_name");
-  const int port = testing::free_port();
+  const int port = ds::testing::free_port();
   const pid_t pid = spawn_process({DS_CLI, "serve", "--model", tiny_model(), "--served-model-name", "other",
                                    "--threads", "1", "--port", std::to_string(port)},
                                   launch_environment(environ), (d.path / "server.log").string());
@@ -77,7 +77,7 @@ TEST(Launch, ServerThatDiesAtStartUpIsReportedNotWaitedFor) {
   DS_REQUIRE_DEPENDENCY(cli_built(), "the deltaserve CLI is not built");
   TempDir d("launch_dies");
   const pid_t pid = spawn_process({DS_CLI, "serve", "--model", (d.path / "no-model").string(), "--port",
-                                   std::to_string(testing::free_port())},
+                                   std::to_string(ds::testing::free_port())},
                                   launch_environment(environ), (d.path / "server.log").string());
   try {
     wait_for_server("http://127.0.0.1:1", pid, 120, "x");
@@ -90,7 +90,7 @@ TEST(Launch, ServerThatDiesAtStartUpIsReportedNotWaitedFor) {
 TEST(RecipeRun, SmallSweepStagesReusesAServerLedgersAndReports) {
   DS_REQUIRE_DEPENDENCY(cli_built(), "the deltaserve CLI is not built");
   TempDir d("run");
-  const int port = testing::free_port();
+  const int port = ds::testing::free_port();
   // Two points on one server: the window is pinned, so their settings are identical.
   const std::string path = d.file("tiny.yaml",
                                   "name: tiny-sweep\nmodel: " + tiny_model() +

@@ -1,13 +1,12 @@
 // Helpers for the recipe tests: recipes written to a temporary folder, next to a golden curve.
 #pragma once
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "../support/free_port.h"
 
 namespace ds::recipe::testing {
 
@@ -27,19 +26,6 @@ struct TempDir {
     return p.string();
   }
 };
-
-// A loopback port nothing listens on now (bound, read, released).
-inline int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
 
 inline const char* kGolden = R"(model: m
 draft_model: d

@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "../engine/fake_model.h"  // shared with the engine tests
+#include "../support/free_port.h"
 #include "server/http_server.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/chat_template.h"
@@ -23,21 +24,6 @@
 namespace ds::testing {
 
 using nlohmann::json;
-
-// A loopback port that was free a moment ago, for a server process a test starts.
-inline int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  ::close(s);
-  return port;
-}
 
 inline const Tokenizer& test_tokenizer() {
   static const Tokenizer tok = [] {
