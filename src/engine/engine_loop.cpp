@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "engine/cache_identity.h"
+#include "grammar/token_constraint.h"
 
 namespace ds {
 
@@ -34,6 +35,9 @@ double thread_cpu_seconds() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
+
+// An emitted_ entry for a row whose constraint allowed no token.
+constexpr int32_t kNoToken = -1;
 
 SamplingFilter filter_of(const SamplingParams& p) { return {p.temperature, p.top_k, p.top_p, p.min_p}; }
 
@@ -82,6 +86,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   sl.has_draft = drafter_ != nullptr;
   scheduler_ = std::make_unique<Scheduler>(sl, *cache_);
   sampler_ = Sampler(vocab_);
+  processor_ = std::make_unique<LogitProcessor>(vocab_, model_->config().eos_token_ids);
   // Everything the step loop touches is sized here, for the largest step the settings allow.
   logits_.resize(size_t(limits.max_logit_rows) * size_t(vocab_));
   emitted_.resize(size_t(limits.max_logit_rows));
@@ -363,8 +368,10 @@ void EngineLoop::sample(const StepPlan& plan) {
       n_emitted_[size_t(c)] = o.accepted + 1;
       accepted_[size_t(c)] = o.accepted;
     } else {
+      // A processed row (penalties, bias, a constraint) is a copy; the raw one stays for logprobs.
+      const float* use = s->req.processes_logits() ? processor_->process(*s, lg) : lg;
       // Greedy draws nothing, so a request's stream advances only when it samples.
-      emitted_[size_t(row)] = sampler_.sample(lg, vocab_, f, f.greedy() ? 0.0 : s->rng.uniform());
+      emitted_[size_t(row)] = use ? sampler_.sample(use, vocab_, f, f.greedy() ? 0.0 : s->rng.uniform()) : kNoToken;
       n_emitted_[size_t(c)] = 1;
       accepted_[size_t(c)] = 0;
     }
@@ -388,8 +395,18 @@ void EngineLoop::accept(StepPlan& plan) {
     int m = 0;
     while (m < n_emitted_[size_t(c)] && reason == FinishReason::None) {
       const int32_t tok = emitted_[size_t(row + m)];
+      if (tok == kNoToken) {
+        // The constraint allows nothing more: its output is whole (an end token was excluded,
+        // e.g. by ignore_eos) or, which the compilers never build, a dead end.
+        reason = s->req.constraint && s->req.constraint->complete() ? FinishReason::Stop : FinishReason::Error;
+        break;
+      }
       s->tokens.push_back(tok);
       ++m;
+      if (s->req.processes_logits() && !processor_->observe(*s, tok)) {
+        reason = FinishReason::Error;
+        break;
+      }
       if (!s->req.ignore_eos && is_stop_token(*s, tok))
         reason = FinishReason::Stop;
       else if (s->num_generated() >= s->req.max_tokens || int(s->tokens.size()) >= cfg_.max_model_len)
@@ -465,7 +482,10 @@ void EngineLoop::finish_done(const StepPlan& plan) {
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (plan.chunks[i].num_logits == 0) continue;
     const FinishReason reason = reason_[size_t(c++)];
-    if (reason != FinishReason::None) finish(scheduler_->finish(plan.seqs[i]), reason);
+    if (reason == FinishReason::Error)
+      finish(scheduler_->finish(plan.seqs[i]), reason, "the output constraint allows no further token");
+    else if (reason != FinishReason::None)
+      finish(scheduler_->finish(plan.seqs[i]), reason);
   }
 }
 
@@ -478,6 +498,9 @@ void EngineLoop::publish_counts() {
   metrics_.cached_blocks->Set(cache_->num_cached_blocks());
   metrics_.snapshots_held->Set(cache_->num_snapshots());
   mirror_cache_counters();
+  const double lp = processor_->seconds() - metrics_.logits_processing_seconds->Value();
+  if (lp > 0) metrics_.logits_processing_seconds->Increment(lp);
+  mirror(metrics_.constrained_tokens, uint64_t(processor_->constrained_tokens()));
   metrics_.requests_running->Set(scheduler_->num_running());
   metrics_.requests_waiting->Set(snapshot().waiting);
   metrics_.kv_pool_usage->Set(pool.usage());

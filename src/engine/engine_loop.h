@@ -27,6 +27,7 @@
 
 #include "cache/prefix_cache.h"
 #include "engine/engine.h"
+#include "engine/logit_processor.h"
 #include "engine/scheduler.h"
 #include "engine/step_profile.h"
 #include "kernels/sampling.h"
@@ -99,6 +100,7 @@ class EngineLoop {
   // The cache's cumulative counts, exported as Prometheus counters in the same order.
   std::vector<prometheus::Counter*> cache_counters_;
   Sampler sampler_;
+  std::unique_ptr<LogitProcessor> processor_;
   std::vector<float> logits_;
   // Per planned chunk with logits: its first logits row, the tokens it emits (at their rows in
   // emitted_), the draft tokens its verifier accepted, and how it ends its request.

@@ -104,6 +104,10 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
   spec_rollback_seconds = counter("deltaserve:spec_rollback_seconds_total",
                                   "Seconds of step time rolling states back to the accepted tokens");
   step_seconds_total = counter("deltaserve:step_seconds_total", "Seconds of step time, every step");
+  logits_processing_seconds = counter("deltaserve:logits_processing_seconds_total",
+                                      "Seconds of step time applying penalties, logit bias and output constraints");
+  constrained_tokens = counter("deltaserve:constrained_tokens_total",
+                               "Tokens sampled under an output constraint (response_format, forced tool calls)");
   spec_synthetic = &BuildGauge()
                         .Name("deltaserve:spec_synthetic_acceptance")
                         .Help("Synthetic acceptance (benchmarks only): the mean acceptance length forced, and its source")

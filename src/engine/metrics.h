@@ -54,6 +54,9 @@ class EngineMetrics {
   prometheus::Counter* spec_verify_seconds;    // target forwards of steps with verify rows, and verification
   prometheus::Counter* spec_rollback_seconds;  // rolling states back after verification
   prometheus::Counter* step_seconds_total;     // every step, for the shares of the three above
+  // Logit processing (engine/logit_processor.h): its time, and the tokens drawn under a constraint.
+  prometheus::Counter* logits_processing_seconds;
+  prometheus::Counter* constrained_tokens;
   prometheus::Family<prometheus::Gauge>* spec_synthetic;  // AL, labels: source; only in synthetic mode
   prometheus::Family<prometheus::Counter>* finished;  // label: finish_reason
   prometheus::Family<prometheus::Counter>* errors;    // label: kind

@@ -2,6 +2,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,10 @@
 #include "engine/sampling_params.h"
 
 namespace ds {
+
+namespace grammar {
+class TokenConstraint;  // grammar/token_constraint.h
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -30,6 +35,13 @@ struct Request {
   std::vector<int32_t> stop_token_ids;  // besides the model's eos ids (e.g. a chat end-of-turn)
   // -1: no logprobs. n >= 0: the chosen token's logprob plus the n most likely alternatives.
   int logprobs = -1;
+  // Constrained decoding (response_format, forced tool calls): only tokens the constraint
+  // allows are sampled, and an end token only once it is complete. The request owns its
+  // constraint; the engine thread steps it.
+  std::shared_ptr<grammar::TokenConstraint> constraint;
+  // Sequences whose logits are processed (penalties, bias, a constraint) decode one token per
+  // step: speculative verification compares raw target and draft distributions.
+  bool processes_logits() const { return constraint != nullptr || sampling.penalized(); }
 };
 
 struct TokenOutput {

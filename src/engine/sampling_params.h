@@ -5,6 +5,8 @@
 // only on its own logits and seed, never on which other requests share the step.
 #pragma once
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace ds {
 
@@ -14,8 +16,16 @@ struct SamplingParams {
   float top_p = 1.f;        // 1 = off; must be in (0, 1]
   float min_p = 0.f;        // 0 = off; keeps tokens with p >= min_p * p_max
   uint64_t seed = 0;
+  // Logit processing before sampling (kernels/logit_processing.h has the formulas and order).
+  float presence_penalty = 0.f;    // OpenAI: [-2, 2]
+  float frequency_penalty = 0.f;   // OpenAI: [-2, 2]
+  float repetition_penalty = 1.f;  // vLLM: > 0, 1 = off
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, bias), each token once
   // top_k == 1 keeps only the argmax, so it is greedy whatever the temperature.
   bool greedy() const { return temperature <= 0.f || top_k == 1; }
+  bool penalized() const {
+    return presence_penalty != 0.f || frequency_penalty != 0.f || repetition_penalty != 1.f || !logit_bias.empty();
+  }
 };
 
 // xoshiro256** seeded through splitmix64: small, fast, and the same sequence on every platform

@@ -119,7 +119,7 @@ void Scheduler::plan_verify(Sequence* s, int k, bool feed_last) {
 bool Scheduler::rounds_end_on_boundaries() const { return cache_.enabled() && cache_.decode_snapshots(); }
 
 int Scheduler::spec_length(const Sequence& s, int spare) const {
-  if (limits_.spec_tokens == 0) return 0;
+  if (limits_.spec_tokens == 0 || s.req.processes_logits()) return 0;
   // Tokens the sequence may still emit; a round emits up to k + 1.
   const int left = std::min(s.req.max_tokens - s.num_generated(), limits_.max_model_len - int(s.tokens.size()));
   int k = std::min({limits_.spec_tokens, left - 1, spare});

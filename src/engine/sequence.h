@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/prefix_cache.h"
@@ -35,6 +36,13 @@ struct Sequence {
   int num_cached_tokens = -1;
   Rng rng;
   int num_preemptions = 0;
+  // For penalties: each generated token's count, in first-seen order, and where each token
+  // sits in it; every distinct token of prompt and output (repetition_penalty), filled at the
+  // first sample.
+  std::vector<std::pair<int32_t, int32_t>> output_counts;
+  std::unordered_map<int32_t, int32_t> count_index;
+  std::vector<int32_t> seen;
+  bool seen_built = false;
 
   Clock::time_point arrival{};
   Clock::time_point last_token{};

@@ -1,0 +1,421 @@
+#include "grammar/json_schema.h"
+
+#include <array>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+
+#include "grammar/regex.h"
+
+namespace ds::grammar {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr int kMaxLengthBound = 4096;  // minLength / maxLength / minItems / maxItems
+constexpr int kMaxIntegerDigits = 16;  // after the first: bounded so a model cannot count forever
+constexpr int kMaxFractionDigits = 16;
+constexpr int kMaxExponentDigits = 3;
+
+const std::set<std::string_view> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
+                                                 "$comment", "deprecated", "readOnly", "writeOnly"};
+const std::set<std::string_view> kKeywords = {"type", "properties", "required", "additionalProperties", "items",
+                                              "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf",
+                                              "$ref", "$defs", "definitions", "minLength", "maxLength", "pattern",
+                                              "format"};
+
+std::string join(const std::string& where, const std::string& key) {
+  std::string k;
+  for (char c : key) {  // JSON pointer escaping
+    if (c == '~') k += "~0";
+    else if (c == '/') k += "~1";
+    else k += c;
+  }
+  return where + "/" + k;
+}
+
+class SchemaCompiler {
+ public:
+  SchemaCompiler(Grammar& g, const json& root) : g_(g), root_(root) {}
+
+  RuleId value(const json& s, const std::string& where) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return any_value();
+      throw SchemaError("the schema 'false' matches nothing", where);
+    }
+    if (!s.is_object()) throw SchemaError("a schema must be an object or a boolean, got " + std::string(s.type_name()), where);
+    for (const auto& [k, v] : s.items()) {
+      if (kKeywords.count(k) || kAnnotations.count(k)) continue;
+      throw SchemaError("the schema keyword '" + k + "' is not supported", join(where, k));
+    }
+    if (auto it = s.find("$ref"); it != s.end()) {
+      if (s.size() > 1) {
+        for (const auto& [k, v] : s.items())
+          if (k != "$ref" && !kAnnotations.count(k) && k != "$defs" && k != "definitions")
+            throw SchemaError("'$ref' beside other constraints ('" + k + "') is not supported", join(where, k));
+      }
+      return ref(*it, join(where, "$ref"));
+    }
+    if (auto it = s.find("const"); it != s.end()) return g_.literal(it->dump());
+    if (auto it = s.find("enum"); it != s.end()) {
+      if (!it->is_array() || it->empty()) throw SchemaError("'enum' must be a non-empty array", join(where, "enum"));
+      std::vector<std::vector<Symbol>> alts;
+      for (const auto& v : *it) {
+        std::vector<Symbol> seq;
+        Grammar::append_literal(&seq, v.dump());
+        alts.push_back(std::move(seq));
+      }
+      return g_.choice(alts);
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (auto it = s.find(key); it != s.end()) {
+        // oneOf's exclusivity is not enforced: the output matches at least one branch.
+        if (!it->is_array() || it->empty()) throw SchemaError(std::string("'") + key + "' must be a non-empty array", join(where, key));
+        std::vector<std::vector<Symbol>> alts;
+        for (size_t i = 0; i < it->size(); ++i)
+          alts.push_back({Grammar::ref(value((*it)[i], join(join(where, key), std::to_string(i))))});
+        return g_.choice(alts);
+      }
+    }
+    if (auto it = s.find("allOf"); it != s.end()) {
+      if (!it->is_array() || it->size() != 1)
+        throw SchemaError("'allOf' is supported with exactly one schema", join(where, "allOf"));
+      return value((*it)[0], join(join(where, "allOf"), "0"));
+    }
+    auto t = s.find("type");
+    if (t == s.end()) {
+      if (s.contains("properties") || s.contains("additionalProperties")) return typed(s, "object", where);
+      if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) return typed(s, "array", where);
+      if (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength") || s.contains("format"))
+        return typed(s, "string", where);
+      return any_value();
+    }
+    if (t->is_string()) return typed(s, t->get<std::string>(), where);
+    if (t->is_array() && !t->empty()) {
+      std::vector<std::vector<Symbol>> alts;
+      for (const auto& x : *t) {
+        if (!x.is_string()) throw SchemaError("'type' entries must be strings", join(where, "type"));
+        alts.push_back({Grammar::ref(typed(s, x.get<std::string>(), where))});
+      }
+      return g_.choice(alts);
+    }
+    throw SchemaError("'type' must be a string or a non-empty array of strings", join(where, "type"));
+  }
+
+  RuleId any_value() {
+    if (any_value_) return *any_value_;
+    const RuleId v = g_.new_rule("value");
+    any_value_ = v;
+    const RuleId obj = map_of(v);
+    const RuleId arr = array_of(v, 0, -1);
+    for (const std::vector<Symbol>& alt : std::vector<std::vector<Symbol>>{
+             {Grammar::ref(obj)}, {Grammar::ref(arr)}, {Grammar::ref(string_rule(0, -1))}, {Grammar::ref(number())},
+             {Grammar::ref(g_.literal("true"))}, {Grammar::ref(g_.literal("false"))}, {Grammar::ref(g_.literal("null"))}})
+      g_.add_alternative(v, alt);
+    return v;
+  }
+
+  RuleId any_object() { return map_of(any_value()); }
+
+ private:
+  RuleId ref(const json& r, const std::string& where) {
+    if (!r.is_string()) throw SchemaError("'$ref' must be a string", where);
+    const std::string name = r.get<std::string>();
+    if (auto it = refs_.find(name); it != refs_.end()) return it->second;
+    std::string_view rest;
+    for (std::string_view prefix : {"#/$defs/", "#/definitions/"})
+      if (std::string_view(name).substr(0, prefix.size()) == prefix) {
+        rest = std::string_view(name).substr(prefix.size());
+        const json* defs = root_.is_object() && root_.contains(std::string(prefix.substr(2, prefix.size() - 3)))
+                               ? &root_[std::string(prefix.substr(2, prefix.size() - 3))]
+                               : nullptr;
+        if (!defs || !defs->is_object() || !defs->contains(std::string(rest)))
+          throw SchemaError("'$ref' " + name + " names no definition in the schema", where);
+        // Named before compiling, so a recursive reference finds it.
+        const RuleId rule = g_.new_rule("ref");
+        refs_[name] = rule;
+        const RuleId body = value((*defs)[std::string(rest)], std::string(name.substr(1)));
+        g_.add_alternative(rule, {Grammar::ref(body)});
+        return rule;
+      }
+    throw SchemaError("'$ref' " + name + " is not supported (only #/$defs/... and #/definitions/...)", where);
+  }
+
+  static int bound(const json& s, const char* key, int dflt, const std::string& where) {
+    auto it = s.find(key);
+    if (it == s.end()) return dflt;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxLengthBound)
+      throw SchemaError(std::string("'") + key + "' must be an integer in [0, " + std::to_string(kMaxLengthBound) + "]",
+                        join(where, key));
+    return int(it->get<int64_t>());
+  }
+
+  RuleId typed(const json& s, const std::string& type, const std::string& where) {
+    if (type == "object") return object(s, where);
+    if (type == "array") {
+      const int lo = bound(s, "minItems", 0, where), hi = bound(s, "maxItems", -1, where);
+      if (hi >= 0 && hi < lo) throw SchemaError("'maxItems' is below 'minItems'", join(where, "maxItems"));
+      const RuleId item = s.contains("items") ? value(s["items"], join(where, "items")) : any_value();
+      return array_of(item, lo, hi);
+    }
+    if (type == "string") return string_schema(s, where);
+    if (type == "integer") return integer();
+    if (type == "number") return number();
+    if (type == "boolean") {
+      return g_.choice({seq_of("true"), seq_of("false")});
+    }
+    if (type == "null") return g_.literal("null");
+    throw SchemaError("unknown type '" + type + "'", join(where, "type"));
+  }
+
+  static std::vector<Symbol> seq_of(std::string_view text) {
+    std::vector<Symbol> seq;
+    Grammar::append_literal(&seq, text);
+    return seq;
+  }
+
+  RuleId sp() {  // the one optional space after ':' and ','
+    if (!sp_) sp_ = g_.optional(Grammar::byte(' '));
+    return *sp_;
+  }
+
+  RuleId object(const json& s, const std::string& where) {
+    const json* props = nullptr;
+    if (auto it = s.find("properties"); it != s.end()) {
+      if (!it->is_object()) throw SchemaError("'properties' must be an object", join(where, "properties"));
+      props = &*it;
+    }
+    std::set<std::string> required;
+    if (auto it = s.find("required"); it != s.end()) {
+      if (!it->is_array()) throw SchemaError("'required' must be an array of names", join(where, "required"));
+      for (const auto& r : *it) {
+        if (!r.is_string()) throw SchemaError("'required' must be an array of names", join(where, "required"));
+        if (!props || !props->contains(r.get<std::string>()))
+          throw SchemaError("'required' names '" + r.get<std::string>() + "', which 'properties' does not declare",
+                            join(where, "required"));
+        required.insert(r.get<std::string>());
+      }
+    }
+    const json* extra = nullptr;
+    if (auto it = s.find("additionalProperties"); it != s.end()) {
+      if (!it->is_boolean() && !it->is_object())
+        throw SchemaError("'additionalProperties' must be a boolean or a schema", join(where, "additionalProperties"));
+      extra = &*it;
+    }
+    if (!props || props->empty()) {
+      // No declared properties: an empty object, or a map of the additional properties' schema.
+      if (extra && extra->is_boolean() && !extra->get<bool>()) return g_.literal("{}");
+      const RuleId v = extra && extra->is_object() ? value(*extra, join(where, "additionalProperties")) : any_value();
+      return map_of(v);
+    }
+    // Declared properties in order; each optional one may be left out. after[i][first]: the
+    // properties from i on, where `first` says no property has been written yet (no comma).
+    struct Prop {
+      std::string key;
+      RuleId value;
+      bool required;
+    };
+    std::vector<Prop> ps;
+    for (const auto& [k, v] : props->items())
+      ps.push_back({json(k).dump(), value(v, join(join(where, "properties"), k)), required.count(k) > 0});
+    const size_t n = ps.size();
+    std::vector<std::array<RuleId, 2>> after(n + 1);
+    for (size_t i = 0; i <= n; ++i)
+      for (int f = 0; f < 2; ++f) after[i][size_t(f)] = g_.new_rule("props");
+    for (int f = 0; f < 2; ++f) g_.add_alternative(after[n][size_t(f)], {});
+    for (size_t i = n; i-- > 0;) {
+      for (int f = 0; f < 2; ++f) {
+        std::vector<Symbol> take;
+        if (!f) {
+          take.push_back(Grammar::byte(','));
+          take.push_back(Grammar::ref(sp()));
+        }
+        Grammar::append_literal(&take, ps[i].key);
+        take.push_back(Grammar::byte(':'));
+        take.push_back(Grammar::ref(sp()));
+        take.push_back(Grammar::ref(ps[i].value));
+        take.push_back(Grammar::ref(after[i + 1][0]));
+        g_.add_alternative(after[i][size_t(f)], std::move(take));
+        if (!ps[i].required) g_.add_alternative(after[i][size_t(f)], {Grammar::ref(after[i + 1][size_t(f)])});
+      }
+    }
+    const RuleId r = g_.new_rule("object");
+    g_.add_alternative(r, {Grammar::byte('{'), Grammar::ref(after[0][1]), Grammar::byte('}')});
+    return r;
+  }
+
+  RuleId map_of(RuleId v) {
+    // '{' (member (',' sp member)*)? '}' with member = string ':' sp value
+    const RuleId member = g_.new_rule("member");
+    g_.add_alternative(member, {Grammar::ref(string_rule(0, -1)), Grammar::byte(':'), Grammar::ref(sp()), Grammar::ref(v)});
+    const RuleId more = g_.new_rule("member_more");
+    g_.add_alternative(more, {Grammar::byte(','), Grammar::ref(sp()), Grammar::ref(member)});
+    const RuleId body = g_.optional(Grammar::ref(g_.choice({{Grammar::ref(member), Grammar::ref(g_.star(Grammar::ref(more)))}})));
+    const RuleId r = g_.new_rule("map");
+    g_.add_alternative(r, {Grammar::byte('{'), Grammar::ref(body), Grammar::byte('}')});
+    return r;
+  }
+
+  RuleId array_of(RuleId item, int lo, int hi) {
+    // '[' item (',' sp item){lo-1, hi-1} ']', or '[]' when lo == 0.
+    const RuleId more = g_.new_rule("item_more");
+    g_.add_alternative(more, {Grammar::byte(','), Grammar::ref(sp()), Grammar::ref(item)});
+    const RuleId r = g_.new_rule("array");
+    if (lo == 0) g_.add_alternative(r, seq_of("[]"));
+    if (hi != 0) {
+      const int rest_lo = std::max(0, lo - 1), rest_hi = hi < 0 ? -1 : hi - 1;
+      g_.add_alternative(r, {Grammar::byte('['), Grammar::ref(item), Grammar::ref(g_.repeat(Grammar::ref(more), rest_lo, rest_hi)),
+                             Grammar::byte(']')});
+    }
+    return r;
+  }
+
+  const StringAlphabet& alphabet() {
+    if (!alphabet_) {
+      StringAlphabet a;
+      a.ascii = ByteSet::range(0x20, 0x7f);
+      a.ascii = a.ascii & ~ByteSet::any_of("\"\\");
+      // Well-formed UTF-8 only (no overlong forms, no surrogates, nothing past U+10FFFF).
+      const Symbol cont = Grammar::bytes(ByteSet::range(0x80, 0xBF));
+      const RuleId mb = g_.new_rule("utf8");
+      g_.add_alternative(mb, {Grammar::bytes(ByteSet::range(0xC2, 0xDF)), cont});
+      g_.add_alternative(mb, {Grammar::byte(0xE0), Grammar::bytes(ByteSet::range(0xA0, 0xBF)), cont});
+      g_.add_alternative(mb, {Grammar::bytes(ByteSet::range(0xE1, 0xEC) | ByteSet::range(0xEE, 0xEF)), cont, cont});
+      g_.add_alternative(mb, {Grammar::byte(0xED), Grammar::bytes(ByteSet::range(0x80, 0x9F)), cont});
+      g_.add_alternative(mb, {Grammar::byte(0xF0), Grammar::bytes(ByteSet::range(0x90, 0xBF)), cont, cont});
+      g_.add_alternative(mb, {Grammar::bytes(ByteSet::range(0xF1, 0xF3)), cont, cont, cont});
+      g_.add_alternative(mb, {Grammar::byte(0xF4), Grammar::bytes(ByteSet::range(0x80, 0x8F)), cont, cont});
+      a.multibyte = mb;
+      alphabet_ = a;
+    }
+    return *alphabet_;
+  }
+
+  RuleId string_char() {
+    if (string_char_) return *string_char_;
+    const StringAlphabet& a = alphabet();
+    const RuleId hex4 = g_.repeat(Grammar::bytes(ByteSet::range('0', '9') | ByteSet::range('a', 'f') | ByteSet::range('A', 'F')), 4, 4);
+    const RuleId esc = g_.new_rule("escape");
+    g_.add_alternative(esc, {Grammar::bytes(ByteSet::any_of("\"\\/bfnrt"))});
+    g_.add_alternative(esc, {Grammar::byte('u'), Grammar::ref(hex4)});
+    const RuleId c = g_.new_rule("char");
+    g_.add_alternative(c, {Grammar::bytes(a.ascii)});
+    g_.add_alternative(c, {Grammar::ref(a.multibyte)});
+    g_.add_alternative(c, {Grammar::byte('\\'), Grammar::ref(esc)});
+    string_char_ = c;
+    return c;
+  }
+
+  RuleId string_rule(int lo, int hi) {
+    const auto key = std::make_pair(lo, hi);
+    if (auto it = strings_.find(key); it != strings_.end()) return it->second;
+    const RuleId r = g_.new_rule("string");
+    g_.add_alternative(r, {Grammar::byte('"'), Grammar::ref(g_.repeat(Grammar::ref(string_char()), lo, hi)), Grammar::byte('"')});
+    strings_[key] = r;
+    return r;
+  }
+
+  RuleId string_schema(const json& s, const std::string& where) {
+    const int lo = bound(s, "minLength", 0, where), hi = bound(s, "maxLength", -1, where);
+    if (hi >= 0 && hi < lo) throw SchemaError("'maxLength' is below 'minLength'", join(where, "maxLength"));
+    std::string pattern;
+    std::string pattern_where;
+    if (auto it = s.find("format"); it != s.end()) {
+      if (!it->is_string()) throw SchemaError("'format' must be a string", join(where, "format"));
+      const std::string f = it->get<std::string>();
+      static const std::map<std::string, std::string> formats = {
+          {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"},
+          {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+          {"date-time", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+          {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+      };
+      auto fit = formats.find(f);
+      if (fit == formats.end())
+        throw SchemaError("the string format '" + f + "' is not supported (supported: date, time, date-time, uuid)",
+                          join(where, "format"));
+      pattern = fit->second;
+      pattern_where = join(where, "format");
+    }
+    if (auto it = s.find("pattern"); it != s.end()) {
+      if (!it->is_string()) throw SchemaError("'pattern' must be a string", join(where, "pattern"));
+      if (!pattern.empty()) throw SchemaError("'pattern' beside 'format' is not supported", join(where, "pattern"));
+      pattern = it->get<std::string>();
+      pattern_where = join(where, "pattern");
+    }
+    if (pattern.empty()) return string_rule(lo, hi);
+    if (s.contains("minLength") || s.contains("maxLength"))
+      throw SchemaError("'minLength' / 'maxLength' beside a pattern or format is not supported", pattern_where);
+    // Anchored at both ends. JSON schema's pattern is unanchored (it may match anywhere), but
+    // generating text the pattern merely occurs in would let a model write anything around it;
+    // schemas written for structured outputs anchor their patterns anyway.
+    RuleId body;
+    try {
+      body = add_regex(g_, pattern, alphabet());
+    } catch (const SchemaError&) {
+      throw;
+    } catch (const Error& e) {
+      throw SchemaError(e.what(), pattern_where);
+    }
+    const RuleId r = g_.new_rule("pattern_string");
+    g_.add_alternative(r, {Grammar::byte('"'), Grammar::ref(body), Grammar::byte('"')});
+    return r;
+  }
+
+  RuleId integer() {
+    if (integer_) return *integer_;
+    const RuleId digits = g_.repeat(Grammar::bytes(ByteSet::range('0', '9')), 0, kMaxIntegerDigits - 1);
+    const RuleId mag = g_.new_rule("magnitude");
+    g_.add_alternative(mag, seq_of("0"));
+    g_.add_alternative(mag, {Grammar::bytes(ByteSet::range('1', '9')), Grammar::ref(digits)});
+    const RuleId r = g_.new_rule("integer");
+    g_.add_alternative(r, {Grammar::ref(g_.optional(Grammar::byte('-'))), Grammar::ref(mag)});
+    integer_ = r;
+    return r;
+  }
+
+  RuleId number() {
+    if (number_) return *number_;
+    const Symbol digit = Grammar::bytes(ByteSet::range('0', '9'));
+    const RuleId frac = g_.new_rule("fraction");
+    g_.add_alternative(frac, {Grammar::byte('.'), Grammar::ref(g_.repeat(digit, 1, kMaxFractionDigits))});
+    const RuleId exp = g_.new_rule("exponent");
+    g_.add_alternative(exp, {Grammar::bytes(ByteSet::any_of("eE")), Grammar::ref(g_.optional(Grammar::bytes(ByteSet::any_of("+-")))),
+                             Grammar::ref(g_.repeat(digit, 1, kMaxExponentDigits))});
+    const RuleId r = g_.new_rule("number");
+    g_.add_alternative(r, {Grammar::ref(integer()), Grammar::ref(g_.optional(Grammar::ref(frac))),
+                           Grammar::ref(g_.optional(Grammar::ref(exp)))});
+    number_ = r;
+    return r;
+  }
+
+  Grammar& g_;
+  const json& root_;
+  std::map<std::string, RuleId> refs_;
+  std::map<std::pair<int, int>, RuleId> strings_;
+  std::optional<RuleId> any_value_, sp_, string_char_, integer_, number_;
+  std::optional<StringAlphabet> alphabet_;
+};
+
+}  // namespace
+
+RuleId add_json_schema(Grammar& g, const json& schema) { return SchemaCompiler(g, schema).value(schema, ""); }
+RuleId add_any_json_value(Grammar& g) { return SchemaCompiler(g, json::object()).any_value(); }
+RuleId add_any_json_object(Grammar& g) { return SchemaCompiler(g, json::object()).any_object(); }
+
+Grammar json_schema_grammar(const json& schema) {
+  Grammar g;
+  g.set_root(add_json_schema(g, schema));
+  g.finish();
+  return g;
+}
+
+Grammar json_object_grammar() {
+  Grammar g;
+  g.set_root(add_any_json_object(g));
+  g.finish();
+  return g;
+}
+
+}  // namespace ds::grammar

@@ -1,0 +1,137 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace ds::grammar {
+
+namespace {
+// Deeper stacks than this are dropped: no JSON schema a client sends nests this far, and it
+// bounds the expansion of a (never built) nullable loop.
+constexpr uint32_t kMaxDepth = 4096;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+}  // namespace
+
+Matcher::Matcher(const Grammar& g) : g_(g) {
+  DS_CHECK(g.finished(), "grammar: the matcher needs a finished grammar");
+  sym_ = g.symbols().data();
+  nodes_.reserve(1024);
+}
+
+int32_t Matcher::push(uint32_t pos, int32_t parent) {
+  const uint32_t depth = parent < 0 ? 1 : nodes_[size_t(parent)].depth + 1;
+  nodes_.push_back(Node{pos, parent, mix(hash_of(parent), pos), depth});
+  return int32_t(nodes_.size() - 1);
+}
+
+bool Matcher::same_chain(int32_t a, int32_t b) const {
+  while (a >= 0 && b >= 0) {
+    if (a == b) return true;
+    const Node &x = nodes_[size_t(a)], &y = nodes_[size_t(b)];
+    if (x.pos != y.pos || x.hash != y.hash) return false;
+    a = x.parent;
+    b = y.parent;
+  }
+  return a == b;
+}
+
+void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
+  // Follow End (pop) and Rule (push each alternative) until every stack's top is a byte class.
+  while (true) {
+    if (head >= 0 && nodes_[size_t(head)].depth > kMaxDepth) return;
+    if (head < 0 || sym_[nodes_[size_t(head)].pos].kind == Symbol::Bytes) {
+      const uint64_t h = hash_of(head);
+      for (size_t i = first; i < out->size(); ++i)
+        if (hash_of((*out)[i]) == h && same_chain((*out)[i], head)) return;
+      out->push_back(head);
+      return;
+    }
+    const Node n = nodes_[size_t(head)];
+    const Symbol& s = sym_[n.pos];
+    if (s.kind == Symbol::End) {
+      head = n.parent;  // the parent already points past the rule it called
+      continue;
+    }
+    const int32_t ret = push(n.pos + 1, n.parent);
+    const auto& alts = g_.alternatives(s.rule);
+    for (size_t i = 0; i + 1 < alts.size(); ++i) expand(push(alts[i], ret), out, first);
+    head = push(alts.back(), ret);
+  }
+}
+
+void Matcher::initial(std::vector<int32_t>* heads) {
+  heads->clear();
+  nodes_.clear();
+  // A one-symbol sequence calling the root: a node at a Rule symbol. The grammar's flat form has
+  // no such symbol of its own, so start from each of the root's alternatives directly.
+  const auto& alts = g_.alternatives(g_.root());
+  for (uint32_t a : alts) expand(push(a, kAccepted), heads, 0);
+}
+
+bool Matcher::advance(const int32_t* heads, size_t n, uint8_t byte, std::vector<int32_t>* out) {
+  const size_t first = out->size();
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t h = heads[i];
+    if (h < 0) continue;
+    const Node node = nodes_[size_t(h)];
+    if (!sym_[node.pos].bytes.has(byte)) continue;
+    expand(push(node.pos + 1, node.parent), out, first);
+  }
+  return out->size() > first;
+}
+
+ByteSet Matcher::next_bytes(const int32_t* heads, size_t n) const {
+  ByteSet s;
+  for (size_t i = 0; i < n; ++i)
+    if (heads[i] >= 0) s = s | sym_[nodes_[size_t(heads[i])].pos].bytes;
+  return s;
+}
+
+void Matcher::compact(std::vector<int32_t>* heads) {
+  std::vector<Node> fresh;
+  std::unordered_map<int32_t, int32_t> moved;
+  std::vector<int32_t> chain;
+  for (int32_t& h : *heads) {
+    chain.clear();
+    int32_t x = h;
+    while (x >= 0 && !moved.count(x)) {
+      chain.push_back(x);
+      x = nodes_[size_t(x)].parent;
+    }
+    int32_t parent = x < 0 ? kAccepted : moved[x];
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      Node n = nodes_[size_t(*it)];
+      n.parent = parent;
+      fresh.push_back(n);
+      parent = int32_t(fresh.size() - 1);
+      moved[*it] = parent;
+    }
+    if (h >= 0) h = moved[h];
+  }
+  nodes_ = std::move(fresh);
+}
+
+std::string Matcher::key(const int32_t* heads, size_t n) const {
+  // Heads in hash order, each as its chain of positions, so equal sets of stacks give equal keys
+  // whatever order they were found in.
+  std::vector<int32_t> order(heads, heads + n);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return hash_of(a) < hash_of(b); });
+  std::string k;
+  for (int32_t h : order) {
+    for (int32_t x = h; x >= 0; x = nodes_[size_t(x)].parent) {
+      const uint32_t p = nodes_[size_t(x)].pos;
+      k.append(reinterpret_cast<const char*>(&p), sizeof p);
+    }
+    const uint32_t sep = 0xffffffffu;
+    k.append(reinterpret_cast<const char*>(&sep), sizeof sep);
+  }
+  return k;
+}
+
+}  // namespace ds::grammar

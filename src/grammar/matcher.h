@@ -1,0 +1,59 @@
+// Runs a finished Grammar over bytes. The state is a set of stacks (the grammar may be
+// ambiguous, and a rule's alternatives are tried side by side); each stack lists the symbol to
+// match next on top and, below it, where each enclosing rule resumes. Stacks are persistent
+// linked lists in an arena, so advancing by a byte makes one node per surviving stack and
+// sibling stacks share their tails.
+//
+// The token mask walks the vocabulary's trie with this: every trie edge is one advance(), and
+// the nodes a subtree made are dropped (truncate) when the walk leaves it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace ds::grammar {
+
+class Matcher {
+ public:
+  static constexpr int32_t kAccepted = -1;  // the empty stack: the whole input is a sentence
+
+  explicit Matcher(const Grammar& g);
+
+  // The state before any input: the root rule, expanded.
+  void initial(std::vector<int32_t>* heads);
+  // Heads of the state after `byte`, appended to *out (deduplicated). Returns false when none
+  // survive.
+  bool advance(const int32_t* heads, size_t n, uint8_t byte, std::vector<int32_t>* out);
+  // The union of bytes any head can take next (kAccepted takes none).
+  ByteSet next_bytes(const int32_t* heads, size_t n) const;
+
+  size_t arena_size() const { return nodes_.size(); }
+  void truncate(size_t size) { nodes_.resize(size); }
+  // Copies the chains `heads` reach into a fresh arena and rewrites heads to point there: what
+  // the committed state keeps between tokens, so the arena does not grow with the output.
+  void compact(std::vector<int32_t>* heads);
+  // A canonical byte string naming the state (equal states, equal keys): the mask cache's key.
+  std::string key(const int32_t* heads, size_t n) const;
+
+  const Grammar& grammar() const { return g_; }
+
+ private:
+  struct Node {
+    uint32_t pos;    // position in the grammar's flat symbols
+    int32_t parent;  // the stack below (kAccepted at the bottom)
+    uint64_t hash;   // of the whole chain, for deduplication
+    uint32_t depth;
+  };
+  int32_t push(uint32_t pos, int32_t parent);
+  void expand(int32_t head, std::vector<int32_t>* out, size_t first);
+  bool same_chain(int32_t a, int32_t b) const;
+  uint64_t hash_of(int32_t head) const { return head < 0 ? 0x9e3779b97f4a7c15ull : nodes_[size_t(head)].hash; }
+
+  const Grammar& g_;
+  const Symbol* sym_;
+  std::vector<Node> nodes_;
+};
+
+}  // namespace ds::grammar
