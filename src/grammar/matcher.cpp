@@ -58,7 +58,10 @@ void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
       head = n.parent;  // the parent already points past the rule it called
       continue;
     }
-    const int32_t ret = push(n.pos + 1, n.parent);
+    // A call in tail position returns straight to the caller's caller: without this, right
+    // recursion (every star and repeat) would deepen the stack by one per byte, and no two
+    // states inside a string would ever share a cache key.
+    const int32_t ret = sym_[n.pos + 1].kind == Symbol::End ? n.parent : push(n.pos + 1, n.parent);
     const auto& alts = g_.alternatives(s.rule);
     for (size_t i = 0; i + 1 < alts.size(); ++i) expand(push(alts[i], ret), out, first);
     head = push(alts.back(), ret);

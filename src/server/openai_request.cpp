@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -143,8 +144,151 @@ void parse_common(const json& body, GenerationRequest* g) {
     if (auto iu = get_bool(*so, "include_usage")) g->include_usage = *iu;
   }
   g->ignore_eos = get_bool(body, "ignore_eos").value_or(false);
-  for (const char* pen : {"presence_penalty", "frequency_penalty", "repetition_penalty"})
-    get_number(body, pen);  // type-checked, not applied
+  for (const char* pen : {"presence_penalty", "frequency_penalty"}) {
+    if (auto v = get_number(body, pen)) {
+      if (!(*v >= -2.0 && *v <= 2.0))
+        throw invalid_request(std::string("'") + pen + "' must be in [-2, 2], got " + num(*v), pen);
+      (pen[0] == 'p' ? g->sampling.presence_penalty : g->sampling.frequency_penalty) = float(*v);
+    }
+  }
+  if (auto v = get_number(body, "repetition_penalty")) {
+    if (!(*v > 0.0 && *v <= 10.0))
+      throw invalid_request("'repetition_penalty' must be in (0, 10] (1 is off), got " + num(*v), "repetition_penalty");
+    g->sampling.repetition_penalty = float(*v);
+  }
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object())
+      throw invalid_request("'logit_bias' must be an object mapping token ids to biases, got " + type_name(*lb), "logit_bias");
+    if (lb->size() > kMaxLogitBias)
+      throw invalid_request("'logit_bias' has " + std::to_string(lb->size()) + " entries; at most " +
+                                std::to_string(kMaxLogitBias) + " are allowed", "logit_bias");
+    for (const auto& [key, v] : lb->items()) {
+      int64_t id = -1;
+      bool digits = !key.empty() && key.size() <= 10;
+      for (char c : key) digits = digits && c >= '0' && c <= '9';
+      if (digits) id = std::stoll(key);
+      if (!digits)
+        throw invalid_request("'logit_bias' key '" + key + "' is not a token id (a decimal integer)", "logit_bias");
+      if (!v.is_number())
+        throw invalid_request("'logit_bias[" + key + "]' must be a number, got " + type_name(v), "logit_bias");
+      const double b = v.get<double>();
+      if (!(b >= -100.0 && b <= 100.0))
+        throw invalid_request("'logit_bias[" + key + "]' must be in [-100, 100], got " + num(b), "logit_bias");
+      g->logit_bias.emplace_back(id, float(b));
+    }
+  }
+}
+
+using ojson = nlohmann::ordered_json;
+
+bool valid_tool_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  return true;
+}
+
+void parse_tools(const ojson& body, GenerationRequest* g) {
+  auto it = body.find("tools");
+  if (it == body.end() || it->is_null()) return;
+  if (!it->is_array()) throw invalid_request("'tools' must be an array of tool definitions", "tools");
+  if (it->size() > kMaxTools)
+    throw invalid_request("'tools' has " + std::to_string(it->size()) + " entries; at most " + std::to_string(kMaxTools) +
+                              " are allowed", "tools");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const ojson& t = (*it)[i];
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) throw invalid_request("'" + where + "' must be an object", "tools");
+    if (!t.contains("type") || t["type"] != "function")
+      throw invalid_request("'" + where + ".type' must be \"function\" (the only tool type served)", "tools");
+    if (!t.contains("function") || !t["function"].is_object())
+      throw invalid_request("'" + where + ".function' must be an object", "tools");
+    const ojson& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() || !valid_tool_name(f["name"].get<std::string>()))
+      throw invalid_request("'" + where + ".function.name' must be 1 to 64 letters, digits, '_' or '-'", "tools");
+    ToolSpec spec;
+    spec.name = f["name"].get<std::string>();
+    for (const ToolSpec& other : g->tools)
+      if (other.name == spec.name) throw invalid_request("'" + where + "' repeats the tool name '" + spec.name + "'", "tools");
+    if (f.contains("description") && !f["description"].is_string() && !f["description"].is_null())
+      throw invalid_request("'" + where + ".function.description' must be a string", "tools");
+    if (f.contains("parameters") && !f["parameters"].is_null()) {
+      if (!f["parameters"].is_object())
+        throw invalid_request("'" + where + ".function.parameters' must be a JSON schema object", "tools");
+      spec.parameters = f["parameters"];
+    }
+    g->tools.push_back(std::move(spec));
+  }
+  if (!g->tools.empty()) g->tools_json = it->dump();
+}
+
+void parse_tool_choice(const ojson& body, GenerationRequest* g) {
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) throw invalid_request("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
+    g->parallel_tool_calls = p->get<bool>();
+  }
+  auto it = body.find("tool_choice");
+  if (it == body.end() || it->is_null()) {
+    g->tool_choice = g->tools.empty() ? ToolChoice::None : ToolChoice::Auto;
+    return;
+  }
+  if (it->is_string()) {
+    const std::string c = it->get<std::string>();
+    if (c == "none") g->tool_choice = ToolChoice::None;
+    else if (c == "auto") g->tool_choice = ToolChoice::Auto;
+    else if (c == "required") g->tool_choice = ToolChoice::Required;
+    else throw invalid_request("'tool_choice' must be \"none\", \"auto\", \"required\" or a named function, got \"" + c + "\"",
+                               "tool_choice");
+  } else if (it->is_object()) {
+    const ojson* f = it->contains("function") ? &(*it)["function"] : nullptr;
+    if (!it->contains("type") || (*it)["type"] != "function" || !f || !f->is_object() || !f->contains("name") ||
+        !(*f)["name"].is_string())
+      throw invalid_request("'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                            "tool_choice");
+    g->tool_choice = ToolChoice::Named;
+    g->tool_choice_name = (*f)["name"].get<std::string>();
+    bool declared = false;
+    for (const ToolSpec& t : g->tools) declared = declared || t.name == g->tool_choice_name;
+    if (!declared)
+      throw invalid_request("'tool_choice' names the function '" + g->tool_choice_name + "', which 'tools' does not declare",
+                            "tool_choice");
+  } else {
+    throw invalid_request("'tool_choice' must be a string or an object", "tool_choice");
+  }
+  if (g->tool_choice != ToolChoice::None && g->tools.empty())
+    throw invalid_request("'tool_choice' asks for a tool call, but the request declares no 'tools'", "tool_choice");
+}
+
+void parse_response_format(const ojson& body, GenerationRequest* g) {
+  auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return;
+  if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+    throw invalid_request("'response_format' must be an object with a 'type'", "response_format");
+  const std::string type = (*it)["type"].get<std::string>();
+  if (type == "text") {
+    g->response_format = ResponseFormat::Text;
+  } else if (type == "json_object") {
+    g->response_format = ResponseFormat::JsonObject;
+  } else if (type == "json_schema") {
+    const ojson* js = it->contains("json_schema") ? &(*it)["json_schema"] : nullptr;
+    if (!js || !js->is_object())
+      throw invalid_request("'response_format.json_schema' must be an object with a 'schema'", "response_format");
+    if (js->contains("name") && !(*js)["name"].is_string())
+      throw invalid_request("'response_format.json_schema.name' must be a string", "response_format");
+    if (js->contains("strict") && !(*js)["strict"].is_boolean() && !(*js)["strict"].is_null())
+      throw invalid_request("'response_format.json_schema.strict' must be a boolean", "response_format");
+    if (!js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
+      throw invalid_request("'response_format.json_schema.schema' must be a JSON schema", "response_format");
+    g->response_format = ResponseFormat::JsonSchema;
+    g->response_schema = (*js)["schema"];
+  } else {
+    throw invalid_request("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got \"" + type + "\"",
+                          "response_format");
+  }
+  if (g->response_format != ResponseFormat::Text &&
+      (g->tool_choice == ToolChoice::Required || g->tool_choice == ToolChoice::Named))
+    throw invalid_request("'response_format' " + type + " cannot be combined with a forced tool call ('tool_choice')",
+                          "response_format");
 }
 
 std::string content_text(const json& c, const std::string& where) {
@@ -190,6 +334,21 @@ json parse_json_body(const std::string& body) {
   return j;
 }
 
+ojson parse_json_body_ordered(const std::string& body) {
+  ojson j;
+  try {
+    j = ojson::parse(body, [](int depth, ojson::parse_event_t, ojson&) {
+      if (depth > kMaxJsonDepth)
+        throw invalid_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      return true;
+    });
+  } catch (const ojson::exception& e) {
+    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw invalid_request("the request body must be a JSON object, got " + std::string(j.type_name()));
+  return j;
+}
+
 std::vector<ChatTurn> parse_messages(const json& body) {
   const json* m = field(body, "messages");
   if (!m) throw invalid_request("'messages' is required", "messages");
@@ -206,8 +365,36 @@ std::vector<ChatTurn> parse_messages(const json& body) {
       throw invalid_request("'" + where + ".role' must be a string", "messages");
     ChatTurn t;
     t.role = r->get<std::string>();
+    if (t.role == "developer") t.role = "system";  // the newer name of the system role
     auto c = msg.find("content");
     t.content = c == msg.end() ? std::string() : content_text(*c, where + ".content");
+    if (auto tc = msg.find("tool_calls"); tc != msg.end() && !tc->is_null()) {
+      if (t.role != "assistant")
+        throw invalid_request("'" + where + ".tool_calls' is only allowed on assistant messages", "messages");
+      if (!tc->is_array()) throw invalid_request("'" + where + ".tool_calls' must be an array", "messages");
+      for (size_t k = 0; k < tc->size(); ++k) {
+        const json& call = (*tc)[k];
+        const std::string cw = where + ".tool_calls[" + std::to_string(k) + "]";
+        const json* f = call.is_object() && call.contains("function") ? &call["function"] : nullptr;
+        if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string())
+          throw invalid_request("'" + cw + "' must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}",
+                                "messages");
+        ChatToolCall out_call;
+        out_call.name = (*f)["name"].get<std::string>();
+        if (call.contains("id") && call["id"].is_string()) out_call.id = call["id"].get<std::string>();
+        if (f->contains("arguments") && !(*f)["arguments"].is_null()) {
+          const json& a = (*f)["arguments"];
+          // The API sends arguments as a JSON string; an object is accepted as its text.
+          out_call.arguments = a.is_string() ? a.get<std::string>() : a.dump();
+        }
+        t.tool_calls.push_back(std::move(out_call));
+      }
+    }
+    if (auto id = msg.find("tool_call_id"); id != msg.end() && !id->is_null()) {
+      if (!id->is_string()) throw invalid_request("'" + where + ".tool_call_id' must be a string", "messages");
+      t.tool_call_id = id->get<std::string>();
+    }
+    if (auto nm = msg.find("name"); nm != msg.end() && nm->is_string()) t.name = nm->get<std::string>();
     out.push_back(std::move(t));
   }
   return out;
@@ -227,11 +414,23 @@ std::vector<int64_t> parse_token_array(const json& v, const std::string& name) {
   return ids;
 }
 
-GenerationRequest parse_chat_request(const json& body) {
+GenerationRequest parse_chat_request(const json& body, const ojson* ordered) {
   GenerationRequest g;
   g.chat = true;
   parse_common(body, &g);
   g.messages = parse_messages(body);
+  for (const char* key : {"tools", "tool_choice", "response_format", "parallel_tool_calls"}) {
+    if (field(body, key) && !ordered)
+      throw ApiError(500, "server_error", std::string("'") + key + "' reached the parser without its ordered body", key, {},
+                     "internal");
+  }
+  if (ordered) {
+    parse_tools(*ordered, &g);
+    parse_tool_choice(*ordered, &g);
+    parse_response_format(*ordered, &g);
+  } else {
+    g.tool_choice = ToolChoice::None;
+  }
   g.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto tl = get_int(body, "top_logprobs")) {
     if (*tl < 0 || *tl > 20)

@@ -95,10 +95,12 @@ TEST(TokenConstraint, SecondRequestHitsTheCache) {
   };
   TokenConstraint a(cg), b(cg);
   run(a);
-  EXPECT_EQ(a.masks_cached(), 0);
+  // Inside the integer "12" the matcher returns to the same state (tail calls do not deepen
+  // the stack), so even the first request reuses one of its own masks.
+  EXPECT_GE(a.masks_cached(), 1);
   run(b);
   EXPECT_EQ(b.masks_computed(), 0);
-  EXPECT_EQ(b.masks_cached(), a.masks_computed());
+  EXPECT_EQ(b.masks_cached(), a.masks_computed() + a.masks_cached());
 }
 
 }  // namespace
