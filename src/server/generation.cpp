@@ -1,8 +1,10 @@
 #include "server/generation.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "server/api_error.h"
@@ -12,6 +14,7 @@
 #include "server/openai_response.h"
 #include "server/sse.h"
 #include "server/text_output.h"
+#include "server/tool_parser.h"
 
 namespace ds::server {
 
@@ -30,7 +33,7 @@ std::vector<int32_t> prompt_ids(ServerContext& ctx, const GenerationRequest& g) 
   const int vocab = ctx.engine.vocab_size();
   std::vector<int32_t> ids;
   if (g.chat) {
-    ids = chat_prompt_ids(ctx.tokenizer, g.messages, true);
+    ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, g.messages, g.tools_json, true);
   } else if (g.prompt_is_ids) {
     ids.reserve(g.prompt_ids.size());
     for (size_t i = 0; i < g.prompt_ids.size(); ++i) {
@@ -54,14 +57,48 @@ std::vector<int32_t> prompt_ids(ServerContext& ctx, const GenerationRequest& g) 
   return ids;
 }
 
+// logit_bias ids checked against the model's vocabulary; a repeated id (as "7" and "07") takes
+// its last bias.
+std::vector<std::pair<int32_t, float>> checked_logit_bias(const GenerationRequest& g, int vocab) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [id, bias] : g.logit_bias) {
+    if (id < 0 || id >= vocab)
+      throw invalid_request("'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary [0, " +
+                                std::to_string(vocab) + ")",
+                            "logit_bias");
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == int32_t(id); });
+    if (it != out.end()) it->second = bias;
+    else out.emplace_back(int32_t(id), bias);
+  }
+  return out;
+}
+
+// Whether the output is read for tool calls: tools declared, calls allowed, and no
+// response_format asking for plain JSON instead.
+bool parses_tool_calls(const GenerationRequest& g) {
+  return g.chat && !g.tools.empty() && g.tool_choice != ToolChoice::None && g.response_format == ResponseFormat::Text;
+}
+
+std::vector<std::string> tool_names(const GenerationRequest& g) {
+  std::vector<std::string> names;
+  for (const ToolSpec& t : g.tools) names.push_back(t.name);
+  return names;
+}
+
 // One request's response, shared by the content provider and its releaser.
 class ResponseWriter {
  public:
   ResponseWriter(ServerContext& ctx, std::shared_ptr<RequestStream> stream, ResponseMeta meta,
                  const GenerationRequest& g, int prompt_tokens)
       : guard_(ctx.active), stream_(std::move(stream)), meta_(std::move(meta)),
-        text_(ctx.tokenizer, g.stop), lp_(ctx.tokenizer, g.chat, g.top_logprobs),
-        want_logprobs_(g.logprobs), prompt_tokens_(prompt_tokens) {}
+        text_(ctx.tokenizer, g.stop, parses_tool_calls(g) ? ctx.tool_syntax_ids : std::vector<int32_t>{}),
+        lp_(ctx.tokenizer, g.chat, g.top_logprobs), want_logprobs_(g.logprobs), prompt_tokens_(prompt_tokens) {
+    if (parses_tool_calls(g)) {
+      tool_format_ = tool_format_for(ctx.chat_format);
+      tool_names_ = tool_names(g);
+      if (g.stream) parser_ = make_tool_call_parser(*tool_format_, tool_names_, {});
+    }
+  }
 
   ~ResponseWriter() {
     if (!done_) stream_->cancel();  // the client went away: free the engine's blocks
@@ -95,7 +132,12 @@ class ResponseWriter {
     if (reason_ == FinishReason::Cancelled)
       throw shutting_down("the request was cancelled because the server is shutting down");
     json lp = want_logprobs_ ? lp_.take() : json(nullptr);
-    return full_response(meta_, text_.flush(), reason_, lp, usage());
+    std::string text = text_.flush();
+    if (tool_format_) {
+      ParsedOutput parsed = parse_tool_calls(*tool_format_, text, tool_names_, {});
+      if (!parsed.calls.empty()) return full_response(meta_, parsed.content, reason_, lp, usage(), parsed.calls);
+    }
+    return full_response(meta_, text, reason_, lp, usage());
   }
 
   // One call of httplib's chunked content provider. Nothing may escape it: an exception there
@@ -139,13 +181,35 @@ class ResponseWriter {
     std::string delta = text_.take();
     if (over) delta += text_.flush();
     json lp = (want_logprobs_ && !lp_.empty()) ? lp_.take() : json(nullptr);
-    if (!delta.empty() || !lp.is_null()) {
-      idle_ = 0ms;
-      if (!write(sse_event(stream_chunk(meta_, {{"content", delta}}, delta, nullptr, lp)))) return false;
+    std::vector<json> deltas;  // chat: the delta objects of this step's chunks
+    if (parser_) {
+      ParseEvents ev = parser_->feed(delta);
+      if (over) {
+        ParseEvents tail = parser_->finish();
+        ev.content += tail.content;
+        for (auto& c : tail.calls) ev.calls.push_back(std::move(c));
+      }
+      if (!ev.content.empty()) deltas.push_back({{"content", ev.content}});
+      for (const ToolCallDelta& c : ev.calls) {
+        deltas.push_back({{"tool_calls", json::array({tool_call_delta_json(c)})}});
+        sent_calls_ = true;
+      }
+      if (deltas.empty() && !lp.is_null()) deltas.push_back({{"content", ""}});
+    } else if (!delta.empty() || !lp.is_null()) {
+      deltas.push_back({{"content", delta}});
+    }
+    if (!deltas.empty()) {
+      last_write_ = std::chrono::steady_clock::now();
+      std::string out;
+      for (size_t i = 0; i < deltas.size(); ++i)  // logprobs ride on the step's first chunk
+        out += sse_event(stream_chunk(meta_, deltas[i], delta, nullptr, i == 0 ? lp : json(nullptr)));
+      if (!write(out)) return false;
     } else if (!over) {
-      idle_ += 200ms;
-      if (idle_ >= 2000ms) {  // a write is the only way to learn the client has gone
-        idle_ = 0ms;
+      // Measured, not counted in waits: a step can return at once with tokens that add no text
+      // yet (a held-back tool call), and those must not add up to keep-alives.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_write_ >= 2000ms) {  // a write is the only way to learn the client has gone
+        last_write_ = now;
         if (!write(sse_keepalive())) return false;
       }
     }
@@ -154,7 +218,8 @@ class ResponseWriter {
     if (reason_ == FinishReason::Error) {
       tail += sse_event(ApiError(500, "server_error", error_, {}, {}, "engine").body());
     } else {
-      tail += sse_event(stream_chunk(meta_, json::object(), "", finish_reason_json(reason_), nullptr));
+      const json finish = sent_calls_ && reason_ == FinishReason::Stop ? json("tool_calls") : finish_reason_json(reason_);
+      tail += sse_event(stream_chunk(meta_, json::object(), "", finish, nullptr));
       if (meta_.include_usage) tail += sse_event(usage_chunk(meta_, usage()));
     }
     tail += sse_done();
@@ -184,7 +249,11 @@ class ResponseWriter {
   std::string error_;
   bool sent_role_ = false;
   bool done_ = false;
-  std::chrono::milliseconds idle_{0};
+  std::optional<ToolFormat> tool_format_;  // set when the output is read for tool calls
+  std::vector<std::string> tool_names_;
+  std::unique_ptr<ToolCallParser> parser_;  // streamed responses
+  bool sent_calls_ = false;
+  std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
@@ -192,7 +261,21 @@ class ResponseWriter {
 void handle_generation(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res, bool chat) {
   if (ctx.draining.load()) throw shutting_down("the server is shutting down and accepts no new requests");
   const json body = parse_json_body(http_req.body);
-  GenerationRequest g = chat ? parse_chat_request(body) : parse_completion_request(body);
+  GenerationRequest g;
+  if (chat) {
+    // Schemas keep their property order only in an order-preserving parse (openai_request.h).
+    bool needs_order = false;
+    for (const char* key : {"tools", "tool_choice", "response_format", "parallel_tool_calls"})
+      needs_order = needs_order || body.contains(key);
+    if (needs_order) {
+      const nlohmann::ordered_json ordered = parse_json_body_ordered(http_req.body);
+      g = parse_chat_request(body, &ordered);
+    } else {
+      g = parse_chat_request(body);
+    }
+  } else {
+    g = parse_completion_request(body);
+  }
   const std::string model = g.model.empty() ? ctx.opts.served_model_names.front() : g.model;
   if (!ctx.serves(model)) throw model_not_found(model, ctx.served_names);
 
@@ -217,6 +300,8 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
   Request r;
   r.prompt = std::move(ids);
   r.sampling = g.sampling;
+  r.sampling.logit_bias = checked_logit_bias(g, ctx.engine.vocab_size());
+  r.constraint = ctx.constraints.for_request(g);
   if (!g.seed_given) r.sampling.seed = fresh_seed();
   r.max_tokens = max_tokens;
   r.ignore_eos = g.ignore_eos;

@@ -107,16 +107,40 @@ json finish_reason_json(FinishReason r) {
   return nullptr;
 }
 
+json tool_calls_json(const std::vector<ToolCall>& calls) {
+  json out = json::array();
+  for (const ToolCall& c : calls)
+    out.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
+
+json tool_call_delta_json(const ToolCallDelta& d) {
+  json out = {{"index", d.index}};
+  json f = json::object();
+  if (!d.id.empty()) {
+    out["id"] = d.id;
+    out["type"] = "function";
+    f["name"] = d.name;
+  }
+  f["arguments"] = d.arguments;
+  out["function"] = std::move(f);
+  return out;
+}
+
 json full_response(const ResponseMeta& m, const std::string& text, FinishReason reason,
-                   const json& logprobs, const Usage& usage) {
+                   const json& logprobs, const Usage& usage, const std::vector<ToolCall>& calls) {
   json choice;
   choice["index"] = 0;
-  if (m.chat)
+  if (m.chat && !calls.empty())
+    choice["message"] = {{"role", "assistant"},
+                         {"content", text.empty() ? json(nullptr) : json(text)},
+                         {"tool_calls", tool_calls_json(calls)}};
+  else if (m.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
     choice["text"] = text;
   choice["logprobs"] = logprobs;
-  choice["finish_reason"] = finish_reason_json(reason);
+  choice["finish_reason"] = !calls.empty() && reason == FinishReason::Stop ? json("tool_calls") : finish_reason_json(reason);
   return {{"id", m.id},
           {"object", m.chat ? "chat.completion" : "text_completion"},
           {"created", m.created},

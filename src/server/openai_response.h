@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "server/tool_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds::server {
@@ -60,8 +61,16 @@ class LogprobsBuilder {
 // finish_reason as the API spells it: "stop", "length", or null while running.
 nlohmann::json finish_reason_json(FinishReason r);
 
+// With tool calls (chat only), message.content is the text outside them (null when there is
+// none), message.tool_calls lists them, and a normal end is finish_reason "tool_calls".
 nlohmann::json full_response(const ResponseMeta& m, const std::string& text, FinishReason reason,
-                             const nlohmann::json& logprobs, const Usage& usage);
+                             const nlohmann::json& logprobs, const Usage& usage,
+                             const std::vector<ToolCall>& calls = {});
+
+// message.tool_calls entries, and one streamed delta.tool_calls entry: the call's first delta
+// carries its id, type and name; every delta carries its share of the arguments text.
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls);
+nlohmann::json tool_call_delta_json(const ToolCallDelta& d);
 
 // One stream chunk. For chat, `delta` is the delta object; for completions `text` is used.
 nlohmann::json stream_chunk(const ResponseMeta& m, const nlohmann::json& delta, const std::string& text,

@@ -189,7 +189,7 @@ void install_routes(httplib::Server& svr, ServerContext& ctx) {
                  if (!it->is_boolean()) throw invalid_request("'add_generation_prompt' must be a boolean", "add_generation_prompt");
                  gen = it->get<bool>();
                }
-               ids = chat_prompt_ids(ctx.tokenizer, parse_messages(body), gen);
+               ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, parse_messages(body), {}, gen);
              } else {
                auto it = body.find("prompt");
                if (it == body.end() || !it->is_string())

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/output_constraint.h"
 #include "server/request_guard.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds::server {
@@ -38,6 +40,11 @@ struct ServerContext {
   GuardSettings guard;  // from opts
   std::string served_names;  // "a, b" for error messages
   int32_t end_of_turn = -1;  // the chat template's end-of-turn token, when the tokenizer has it
+  // From the tokenizer and the model folder's chat template (tokenizer_config.json).
+  ChatFormat chat_format = ChatFormat::ChatML;
+  // Special tokens of the format's tool-call syntax: rendered as text in outputs with tools.
+  std::vector<int32_t> tool_syntax_ids;
+  OutputConstraints constraints;
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};  // generation requests whose response is not fully written
 

@@ -6,8 +6,9 @@
 
 namespace ds::server {
 
-TextOutput::TextOutput(const Tokenizer& tok, std::vector<std::string> stop)
-    : vocab_(tok.vocab_size()), decoder_(tok, /*skip_special=*/true), stop_(std::move(stop)) {
+TextOutput::TextOutput(const Tokenizer& tok, std::vector<std::string> stop, std::vector<int32_t> text_specials)
+    : vocab_(tok.vocab_size()), tok_(tok), decoder_(tok, /*skip_special=*/true),
+      text_specials_(std::move(text_specials)), stop_(std::move(stop)) {
   for (const auto& s : stop_) longest_stop_ = std::max(longest_stop_, s.size());
 }
 
@@ -32,7 +33,10 @@ bool TextOutput::add(int32_t token) {
   // Models often pad their vocabulary past the tokenizer's; such ids have no text.
   if (token < 0 || token >= vocab_) return false;
   try {
-    text_ += decoder_.push(token);
+    if (std::find(text_specials_.begin(), text_specials_.end(), token) != text_specials_.end())
+      text_ += decoder_.finish() + std::string(tok_.token_bytes(token));  // a marker ends any broken character
+    else
+      text_ += decoder_.push(token);
   } catch (const Error&) {
     return false;  // an id the tokenizer file leaves undefined: no text, never a failed request
   }

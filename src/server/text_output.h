@@ -1,7 +1,8 @@
 // A request's generated text, built token by token for streaming. The tokenizer's StreamDecoder
 // releases only whole UTF-8 characters; on top of it this holds back any tail that could be the
 // beginning of a stop string, and cuts the text at the first stop string (which is never sent).
-// Special tokens (end of turn, ...) add no text.
+// Special tokens (end of turn, ...) add no text, except those listed as text_specials (the
+// tool-call markers of Kimi's format, which the tool parser reads).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,7 +15,7 @@ namespace ds::server {
 
 class TextOutput {
  public:
-  TextOutput(const Tokenizer& tok, std::vector<std::string> stop);
+  TextOutput(const Tokenizer& tok, std::vector<std::string> stop, std::vector<int32_t> text_specials = {});
 
   // Adds one generated token. Returns true when it completed a stop string: the text is cut
   // there and the request should end with finish_reason "stop".
@@ -31,7 +32,9 @@ class TextOutput {
   bool find_stop();
 
   int32_t vocab_;
+  Tokenizer tok_;
   StreamDecoder decoder_;
+  std::vector<int32_t> text_specials_;
   std::vector<std::string> stop_;
   std::string text_;
   size_t sent_ = 0;

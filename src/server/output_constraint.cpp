@@ -1,0 +1,126 @@
+#include "server/output_constraint.h"
+
+#include <algorithm>
+
+#include "grammar/json_schema.h"
+#include "grammar/token_constraint.h"
+#include "grammar/token_vocabulary.h"
+#include "server/api_error.h"
+#include "server/tool_call_grammar.h"
+
+namespace ds::server {
+
+std::vector<int32_t> tool_syntax_tokens(const Tokenizer& tok, ChatFormat format) {
+  std::vector<std::string_view> names;
+  if (format == ChatFormat::Kimi)
+    names = {kKimiToolCallsBegin, kKimiToolCallsEnd, kKimiToolCallBegin, kKimiToolCallArgumentBegin, kKimiToolCallEnd};
+  else
+    names = {kHermesToolCallOpen, kHermesToolCallClose};
+  std::vector<int32_t> ids;
+  for (std::string_view n : names)
+    if (auto id = tok.token_id(n); id && tok.is_special(*id)) ids.push_back(*id);
+  return ids;
+}
+
+namespace {
+
+std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary(const Tokenizer& tok, int model_vocab,
+                                                                   ChatFormat format) {
+  const std::vector<int32_t> syntax = tool_syntax_tokens(tok, format);
+  std::vector<std::string> bytes(size_t(std::max(model_vocab, 0)));
+  for (int32_t id = 0; id < model_vocab && id < tok.vocab_size(); ++id) {
+    if (!tok.defines(id)) continue;
+    // Other special tokens (turn markers, end of text) spell nothing a grammar may produce;
+    // the engine admits the end tokens itself once the output is complete.
+    if (tok.is_special(id) && std::find(syntax.begin(), syntax.end(), id) == syntax.end()) continue;
+    bytes[size_t(id)] = std::string(tok.token_bytes(id));
+  }
+  return std::make_shared<const grammar::TokenVocabulary>(std::move(bytes));
+}
+
+std::string grammar_key(const GenerationRequest& g) {
+  const bool forced = g.tool_choice == ToolChoice::Required || g.tool_choice == ToolChoice::Named;
+  if (g.tool_choice == ToolChoice::Named) return "tool\n" + g.tool_choice_name + "\n" + g.tools_json;
+  if (forced) return std::string("tools\n") + (g.parallel_tool_calls ? "parallel\n" : "single\n") + g.tools_json;
+  if (g.response_format == ResponseFormat::JsonSchema) return "schema\n" + g.response_schema.dump();
+  if (g.response_format == ResponseFormat::JsonObject) return "object";
+  return {};
+}
+
+}  // namespace
+
+OutputConstraints::OutputConstraints(const Tokenizer& tok, int model_vocab, ChatFormat format, size_t max_grammars,
+                                     size_t mask_cache_bytes_per_grammar)
+    : format_(format), vocab_(grammar_vocabulary(tok, model_vocab, format)),
+      max_grammars_(std::max<size_t>(max_grammars, 1)), mask_cache_bytes_(mask_cache_bytes_per_grammar) {}
+
+OutputConstraints::~OutputConstraints() = default;
+
+std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const GenerationRequest& g) {
+  grammar::Grammar gr;
+  if (g.tool_choice == ToolChoice::Required || g.tool_choice == ToolChoice::Named) {
+    std::vector<ToolGrammarSpec> specs;
+    for (const ToolSpec& t : g.tools) specs.push_back({t.name, t.parameters});
+    try {
+      // A named function is one call to it, as the OpenAI API gives it; "required" may make
+      // several when parallel calls are allowed.
+      const bool named = g.tool_choice == ToolChoice::Named;
+      gr = tool_call_grammar(tool_format_for(format_), specs, named ? g.tool_choice_name : std::string(),
+                             named ? 1 : (g.parallel_tool_calls ? kMaxForcedToolCalls : 1));
+    } catch (const grammar::SchemaError& e) {
+      throw invalid_request(std::string("a tool's parameters cannot be enforced for 'tool_choice': ") + e.what() +
+                                " (at " + e.where() + ")",
+                            "tools");
+    }
+  } else if (g.response_format == ResponseFormat::JsonSchema) {
+    try {
+      gr = grammar::json_schema_grammar(g.response_schema);
+    } catch (const grammar::SchemaError& e) {
+      throw invalid_request(std::string("'response_format.json_schema.schema': ") + e.what() + " (at '" + e.where() +
+                                "' in the schema)",
+                            "response_format");
+    }
+  } else {
+    gr = grammar::json_object_grammar();
+  }
+  return std::make_shared<grammar::CompiledGrammar>(std::move(gr), vocab_, mask_cache_bytes_);
+}
+
+std::shared_ptr<grammar::TokenConstraint> OutputConstraints::for_request(const GenerationRequest& g) {
+  if (!g.chat) return nullptr;
+  const std::string key = grammar_key(g);
+  if (key.empty()) return nullptr;
+  std::shared_ptr<grammar::CompiledGrammar> cg;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      cg = it->second->second;
+    }
+  }
+  if (!cg) {
+    // Compiled outside the lock: a large schema must not hold up other requests. Two requests
+    // racing on one new schema both compile it; the second one's copy is dropped.
+    cg = compile(g);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++compiled_;
+    if (auto it = index_.find(key); it != index_.end()) {
+      cg = it->second->second;
+    } else {
+      lru_.emplace_front(key, cg);
+      index_[key] = lru_.begin();
+      while (lru_.size() > max_grammars_) {
+        index_.erase(lru_.back().first);
+        lru_.pop_back();
+      }
+    }
+  }
+  return std::make_shared<grammar::TokenConstraint>(std::move(cg));
+}
+
+size_t OutputConstraints::cached_grammars() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
+}
+
+}  // namespace ds::server

@@ -1,0 +1,94 @@
+#include "server/tool_call_grammar.h"
+
+#include "grammar/byte_set.h"
+#include "grammar/json_schema.h"
+#include "tokenizer/chat_template.h"
+
+namespace ds::server {
+
+using grammar::ByteSet;
+using grammar::Grammar;
+using grammar::RuleId;
+using grammar::Symbol;
+
+namespace {
+
+// The arguments value of one tool: its schema, or any object when it declares none.
+RuleId arguments_rule(Grammar& g, const ToolGrammarSpec& t, size_t index) {
+  if (t.parameters.is_null()) return grammar::add_any_json_object(g);
+  try {
+    return grammar::add_json_schema(g, t.parameters);
+  } catch (const grammar::SchemaError& e) {
+    throw grammar::SchemaError(e.what(), "/tools/" + std::to_string(index) + "/function/parameters" + e.where());
+  }
+}
+
+std::vector<Symbol> lit(std::string_view s) {
+  std::vector<Symbol> seq;
+  Grammar::append_literal(&seq, s);
+  return seq;
+}
+
+void append(std::vector<Symbol>* seq, std::string_view s) { Grammar::append_literal(seq, s); }
+
+}  // namespace
+
+Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>& tools, const std::string& only,
+                          int max_calls) {
+  Grammar g;
+  const RuleId call = g.new_rule("tool_call");
+  bool any = false;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ToolGrammarSpec& t = tools[i];
+    if (!only.empty() && t.name != only) continue;
+    any = true;
+    const RuleId args = arguments_rule(g, t, i);
+    std::vector<Symbol> seq;
+    if (format == ToolFormat::HermesJson) {
+      append(&seq, kHermesToolCallOpen);
+      append(&seq, "\n{\"name\": ");
+      append(&seq, nlohmann::json(t.name).dump());
+      append(&seq, ", \"arguments\": ");
+      seq.push_back(Grammar::ref(args));
+      append(&seq, "}\n");
+      append(&seq, kHermesToolCallClose);
+    } else {
+      // The index counts the conversation's calls; any short number is accepted back.
+      const RuleId digits = g.repeat(Grammar::bytes(ByteSet::range('0', '9')), 1, 4);
+      append(&seq, kKimiToolCallBegin);
+      append(&seq, "functions." + t.name + ":");
+      seq.push_back(Grammar::ref(digits));
+      append(&seq, kKimiToolCallArgumentBegin);
+      seq.push_back(Grammar::ref(args));
+      append(&seq, kKimiToolCallEnd);
+    }
+    g.add_alternative(call, std::move(seq));
+  }
+  if (!any) throw grammar::SchemaError("no declared tool is named '" + only + "'", "/tool_choice");
+
+  RuleId calls = call;
+  if (max_calls > 1) {
+    // call (sep call){0,max-1}: the separator keeps the parser's view of where one call ends.
+    std::vector<Symbol> next;
+    if (format == ToolFormat::HermesJson) next = lit("\n");
+    next.push_back(Grammar::ref(call));
+    const RuleId one_more = g.new_rule("next_call");
+    g.add_alternative(one_more, std::move(next));
+    calls = g.new_rule("tool_calls");
+    g.add_alternative(calls, {Grammar::ref(call), Grammar::ref(g.repeat(Grammar::ref(one_more), 0, max_calls - 1))});
+  }
+  const RuleId root = g.new_rule("root");
+  if (format == ToolFormat::HermesJson) {
+    g.add_alternative(root, {Grammar::ref(calls)});
+  } else {
+    std::vector<Symbol> seq = lit(kKimiToolCallsBegin);
+    seq.push_back(Grammar::ref(calls));
+    append(&seq, kKimiToolCallsEnd);
+    g.add_alternative(root, std::move(seq));
+  }
+  g.set_root(root);
+  g.finish();
+  return g;
+}
+
+}  // namespace ds::server
