@@ -61,7 +61,10 @@ std::vector<int32_t> prompt_ids(ServerContext& ctx, const GenerationRequest& g) 
 // its last bias.
 std::vector<std::pair<int32_t, float>> checked_logit_bias(const GenerationRequest& g, int vocab) {
   std::vector<std::pair<int32_t, float>> out;
-  for (const auto& [id, bias] : g.logit_bias) {
+  for (const auto& entry : g.logit_bias) {
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const auto id = entry.first;
+    const auto bias = entry.second;
     if (id < 0 || id >= vocab)
       throw invalid_request("'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary [0, " +
                                 std::to_string(vocab) + ")",
