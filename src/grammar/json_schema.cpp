@@ -17,7 +17,10 @@ namespace {
 constexpr int kMaxLengthBound = 4096;  // minLength / maxLength / minItems / maxItems
 constexpr int kMaxIntegerDigits = 16;  // after the first: bounded so a model cannot count forever
 constexpr int kMaxFractionDigits = 16;
-constexpr int kMaxExponentDigits = 3;
+// Two: with at most 17 integer digits, |x| < 1e116, which every JSON reader holds as a finite
+// double (a model given three could write 1e999, valid JSON that common parsers reject as
+// overflow, so a constrained output would not parse back).
+constexpr int kMaxExponentDigits = 2;
 
 const std::set<std::string_view> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
                                                  "$comment", "deprecated", "readOnly", "writeOnly"};

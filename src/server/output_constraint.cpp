@@ -10,30 +10,46 @@
 
 namespace ds::server {
 
-std::vector<int32_t> tool_syntax_tokens(const Tokenizer& tok, ChatFormat format) {
-  std::vector<std::string_view> names;
-  if (format == ChatFormat::Kimi)
-    names = {kKimiToolCallsBegin, kKimiToolCallsEnd, kKimiToolCallBegin, kKimiToolCallArgumentBegin, kKimiToolCallEnd};
-  else
-    names = {kHermesToolCallOpen, kHermesToolCallClose};
+namespace {
+
+// The special token of each marker of the format's syntax, -1 where the tokenizer has none.
+std::vector<int32_t> marker_tokens(const Tokenizer& tok, ChatFormat format) {
   std::vector<int32_t> ids;
-  for (std::string_view n : names)
-    if (auto id = tok.token_id(n); id && tok.is_special(*id)) ids.push_back(*id);
+  for (std::string_view n : tool_syntax_markers(tool_format_for(format))) {
+    const auto id = tok.token_id(n);
+    ids.push_back(id && tok.is_special(*id) ? *id : -1);
+  }
   return ids;
 }
 
-namespace {
+ToolSyntaxSpelling syntax_spelling(const Tokenizer& tok, ChatFormat format) {
+  ToolSyntaxSpelling s;
+  const std::vector<int32_t> ids = marker_tokens(tok, format);
+  for (size_t k = 0; k < ids.size(); ++k)
+    s.markers.push_back(ids[k] < 0 ? std::string() : std::string(1, char(kPrivateMarkerByte + k)));
+  return s;
+}
 
 std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary(const Tokenizer& tok, int model_vocab,
                                                                    ChatFormat format) {
-  const std::vector<int32_t> syntax = tool_syntax_tokens(tok, format);
+  const std::vector<int32_t> markers = marker_tokens(tok, format);
   std::vector<std::string> bytes(size_t(std::max(model_vocab, 0)));
   for (int32_t id = 0; id < model_vocab && id < tok.vocab_size(); ++id) {
     if (!tok.defines(id)) continue;
-    // Other special tokens (turn markers, end of text) spell nothing a grammar may produce;
-    // the engine admits the end tokens itself once the output is complete.
-    if (tok.is_special(id) && std::find(syntax.begin(), syntax.end(), id) == syntax.end()) continue;
-    bytes[size_t(id)] = std::string(tok.token_bytes(id));
+    // A marker's special token gets its private byte (server/tool_call_grammar.h). Other
+    // special tokens (turn markers, end of text) spell nothing a grammar may produce; the
+    // engine admits the end tokens itself once the output is complete.
+    if (tok.is_special(id)) {
+      const auto k = std::find(markers.begin(), markers.end(), id);
+      if (k != markers.end()) bytes[size_t(id)] = std::string(1, char(kPrivateMarkerByte + (k - markers.begin())));
+      continue;
+    }
+    // Text tokens holding a byte of the private range (byte-level BPE has one per byte) are
+    // left out: those bytes spell markers here, and no UTF-8 text contains them.
+    const std::string_view b = tok.token_bytes(id);
+    if (std::any_of(b.begin(), b.end(), [](char c) { return static_cast<unsigned char>(c) >= kPrivateMarkerByte; }))
+      continue;
+    bytes[size_t(id)] = std::string(b);
   }
   return std::make_shared<const grammar::TokenVocabulary>(std::move(bytes));
 }
@@ -49,9 +65,16 @@ std::string grammar_key(const GenerationRequest& g) {
 
 }  // namespace
 
+std::vector<int32_t> tool_syntax_tokens(const Tokenizer& tok, ChatFormat format) {
+  std::vector<int32_t> ids;
+  for (int32_t id : marker_tokens(tok, format))
+    if (id >= 0) ids.push_back(id);
+  return ids;
+}
+
 OutputConstraints::OutputConstraints(const Tokenizer& tok, int model_vocab, ChatFormat format, size_t max_grammars,
                                      size_t mask_cache_bytes_per_grammar)
-    : format_(format), vocab_(grammar_vocabulary(tok, model_vocab, format)),
+    : format_(format), spelling_(syntax_spelling(tok, format)), vocab_(grammar_vocabulary(tok, model_vocab, format)),
       max_grammars_(std::max<size_t>(max_grammars, 1)), mask_cache_bytes_(mask_cache_bytes_per_grammar) {}
 
 OutputConstraints::~OutputConstraints() = default;
@@ -66,7 +89,7 @@ std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const Gener
       // several when parallel calls are allowed.
       const bool named = g.tool_choice == ToolChoice::Named;
       gr = tool_call_grammar(tool_format_for(format_), specs, named ? g.tool_choice_name : std::string(),
-                             named ? 1 : (g.parallel_tool_calls ? kMaxForcedToolCalls : 1));
+                             named ? 1 : (g.parallel_tool_calls ? kMaxForcedToolCalls : 1), spelling_);
     } catch (const grammar::SchemaError& e) {
       throw invalid_request(std::string("a tool's parameters cannot be enforced for 'tool_choice': ") + e.what() +
                                 " (at " + e.where() + ")",

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "server/openai_request.h"
+#include "server/tool_call_grammar.h"
 #include "server/tool_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -58,6 +59,7 @@ class OutputConstraints {
   std::shared_ptr<grammar::CompiledGrammar> compile(const GenerationRequest& g);
 
   ChatFormat format_;
+  ToolSyntaxSpelling spelling_;
   std::shared_ptr<const grammar::TokenVocabulary> vocab_;
   size_t max_grammars_, mask_cache_bytes_;
   std::mutex mu_;

@@ -33,8 +33,22 @@ void append(std::vector<Symbol>* seq, std::string_view s) { Grammar::append_lite
 
 }  // namespace
 
+std::vector<std::string_view> tool_syntax_markers(ToolFormat format) {
+  if (format == ToolFormat::Kimi)
+    return {kKimiToolCallsBegin, kKimiToolCallsEnd, kKimiToolCallBegin, kKimiToolCallArgumentBegin, kKimiToolCallEnd};
+  return {kHermesToolCallOpen, kHermesToolCallClose};
+}
+
+std::string ToolSyntaxSpelling::spell(ToolFormat format, std::string_view marker) const {
+  const std::vector<std::string_view> names = tool_syntax_markers(format);
+  for (size_t k = 0; k < names.size() && k < markers.size(); ++k)
+    if (names[k] == marker && !markers[k].empty()) return markers[k];
+  return std::string(marker);
+}
+
 Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>& tools, const std::string& only,
-                          int max_calls) {
+                          int max_calls, const ToolSyntaxSpelling& spelling) {
+  const auto mark = [&](std::string_view marker) { return spelling.spell(format, marker); };
   Grammar g;
   const RuleId call = g.new_rule("tool_call");
   bool any = false;
@@ -45,22 +59,22 @@ Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>&
     const RuleId args = arguments_rule(g, t, i);
     std::vector<Symbol> seq;
     if (format == ToolFormat::HermesJson) {
-      append(&seq, kHermesToolCallOpen);
+      append(&seq, mark(kHermesToolCallOpen));
       append(&seq, "\n{\"name\": ");
       append(&seq, nlohmann::json(t.name).dump());
       append(&seq, ", \"arguments\": ");
       seq.push_back(Grammar::ref(args));
       append(&seq, "}\n");
-      append(&seq, kHermesToolCallClose);
+      append(&seq, mark(kHermesToolCallClose));
     } else {
       // The index counts the conversation's calls; any short number is accepted back.
       const RuleId digits = g.repeat(Grammar::bytes(ByteSet::range('0', '9')), 1, 4);
-      append(&seq, kKimiToolCallBegin);
+      append(&seq, mark(kKimiToolCallBegin));
       append(&seq, "functions." + t.name + ":");
       seq.push_back(Grammar::ref(digits));
-      append(&seq, kKimiToolCallArgumentBegin);
+      append(&seq, mark(kKimiToolCallArgumentBegin));
       seq.push_back(Grammar::ref(args));
-      append(&seq, kKimiToolCallEnd);
+      append(&seq, mark(kKimiToolCallEnd));
     }
     g.add_alternative(call, std::move(seq));
   }
@@ -81,9 +95,9 @@ Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>&
   if (format == ToolFormat::HermesJson) {
     g.add_alternative(root, {Grammar::ref(calls)});
   } else {
-    std::vector<Symbol> seq = lit(kKimiToolCallsBegin);
+    std::vector<Symbol> seq = lit(mark(kKimiToolCallsBegin));
     seq.push_back(Grammar::ref(calls));
-    append(&seq, kKimiToolCallsEnd);
+    append(&seq, mark(kKimiToolCallsEnd));
     g.add_alternative(root, std::move(seq));
   }
   g.set_root(root);

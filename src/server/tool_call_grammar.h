@@ -11,12 +11,29 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/grammar.h"
 #include "server/tool_parser.h"
 
 namespace ds::server {
+
+// How the grammar spells each marker of the format's tool-call syntax (the tags or section and
+// call markers, tool_syntax_markers()). A marker the tokenizer has as a special token is spelled
+// by a private byte, kPrivateMarkerByte + the marker's index, which no text token holds and no
+// UTF-8 text contains (0xF8-0xFF never occur in UTF-8): only that special token can produce it,
+// and never inside a JSON string, where the marker's own text would be ordinary characters
+// that the tool parser then reads as the end of the call. A marker the tokenizer lacks is
+// spelled as its text.
+inline constexpr unsigned char kPrivateMarkerByte = 0xF8;
+
+std::vector<std::string_view> tool_syntax_markers(ToolFormat format);
+
+struct ToolSyntaxSpelling {
+  std::vector<std::string> markers;  // by tool_syntax_markers() index; empty: the text itself
+  std::string spell(ToolFormat format, std::string_view marker) const;
+};
 
 struct ToolGrammarSpec {
   std::string name;
@@ -28,6 +45,6 @@ struct ToolGrammarSpec {
 // Throws grammar::SchemaError for a parameter schema outside the supported subset, with where()
 // prefixed by the tool's index ("/tools/2/function/parameters/properties/x").
 grammar::Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>& tools,
-                                   const std::string& only, int max_calls);
+                                   const std::string& only, int max_calls, const ToolSyntaxSpelling& spelling = {});
 
 }  // namespace ds::server
