@@ -23,9 +23,12 @@ std::shared_ptr<ds::grammar::TokenVocabulary> vocab() {
   return v;
 }
 
-std::shared_ptr<ds::grammar::CompiledGrammar> compiled(size_t cache_bytes) {
+// bounded: the name's string has a maxLength, which the grammar counts out position by position.
+std::shared_ptr<ds::grammar::CompiledGrammar> compiled(size_t cache_bytes, bool bounded = false) {
   const auto schema = nlohmann::ordered_json::parse(
-      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+      bounded ? R"({"type":"object","properties":{"name":{"type":"string","maxLength":60},"age":{"type":"integer"},
+          "tags":{"type":"array","items":{"type":"string"}}},"required":["name","age","tags"]})"
+              : R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
           "tags":{"type":"array","items":{"type":"string"}}},"required":["name","age","tags"]})");
   return std::make_shared<ds::grammar::CompiledGrammar>(ds::grammar::json_schema_grammar(schema), vocab(), cache_bytes);
 }
@@ -41,10 +44,10 @@ void feed(ds::grammar::TokenConstraint& c, const std::string& prefix) {
       }
 }
 
-void BM_MaskFromScratch(benchmark::State& st, const std::string& prefix) {
+void BM_MaskFromScratch(benchmark::State& st, const std::string& prefix, bool bounded = false) {
   for (auto _ : st) {
     st.PauseTiming();
-    auto fresh = compiled(0);
+    auto fresh = compiled(0, bounded);
     ds::grammar::TokenConstraint c(fresh);
     feed(c, prefix);
     st.ResumeTiming();
@@ -53,6 +56,7 @@ void BM_MaskFromScratch(benchmark::State& st, const std::string& prefix) {
 }
 BENCHMARK_CAPTURE(BM_MaskFromScratch, object_start, std::string(""));
 BENCHMARK_CAPTURE(BM_MaskFromScratch, in_string, std::string("{\"name\": \"Ada"));
+BENCHMARK_CAPTURE(BM_MaskFromScratch, in_bounded_string, std::string("{\"name\": \"Ada"), true);
 BENCHMARK_CAPTURE(BM_MaskFromScratch, in_integer, std::string("{\"name\": \"Ada\", \"age\": 3"));
 
 void BM_MaskCached(benchmark::State& st) {

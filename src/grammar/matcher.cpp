@@ -1,7 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -96,30 +96,6 @@ ByteSet Matcher::next_bytes(const int32_t* heads, size_t n) const {
   return s;
 }
 
-void Matcher::compact(std::vector<int32_t>* heads) {
-  std::vector<Node> fresh;
-  std::unordered_map<int32_t, int32_t> moved;
-  std::vector<int32_t> chain;
-  for (int32_t& h : *heads) {
-    chain.clear();
-    int32_t x = h;
-    while (x >= 0 && !moved.count(x)) {
-      chain.push_back(x);
-      x = nodes_[size_t(x)].parent;
-    }
-    int32_t parent = x < 0 ? kAccepted : moved[x];
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      Node n = nodes_[size_t(*it)];
-      n.parent = parent;
-      fresh.push_back(n);
-      parent = int32_t(fresh.size() - 1);
-      moved[*it] = parent;
-    }
-    if (h >= 0) h = moved[h];
-  }
-  nodes_ = std::move(fresh);
-}
-
 std::string Matcher::key(const int32_t* heads, size_t n) const {
   // Heads in hash order, each as its chain of positions, so equal sets of stacks give equal keys
   // whatever order they were found in.
@@ -135,6 +111,24 @@ std::string Matcher::key(const int32_t* heads, size_t n) const {
     k.append(reinterpret_cast<const char*>(&sep), sizeof sep);
   }
   return k;
+}
+
+void Matcher::from_key(std::string_view key, std::vector<int32_t>* heads) {
+  heads->clear();
+  std::vector<uint32_t> chain;
+  for (size_t at = 0; at + sizeof(uint32_t) <= key.size(); at += sizeof(uint32_t)) {
+    uint32_t p;
+    std::memcpy(&p, key.data() + at, sizeof p);
+    if (p != 0xffffffffu) {
+      chain.push_back(p);
+      continue;
+    }
+    // A chain lists its positions top first: push from the bottom.
+    int32_t h = kAccepted;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) h = push(*it, h);
+    heads->push_back(h);
+    chain.clear();
+  }
 }
 
 }  // namespace ds::grammar

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -31,11 +32,10 @@ class Matcher {
 
   size_t arena_size() const { return nodes_.size(); }
   void truncate(size_t size) { nodes_.resize(size); }
-  // Copies the chains `heads` reach into a fresh arena and rewrites heads to point there: what
-  // the committed state keeps between tokens, so the arena does not grow with the output.
-  void compact(std::vector<int32_t>* heads);
   // A canonical byte string naming the state (equal states, equal keys): the mask cache's key.
   std::string key(const int32_t* heads, size_t n) const;
+  // The state a key names, rebuilt in this arena (heads replaced).
+  void from_key(std::string_view key, std::vector<int32_t>* heads);
 
   const Grammar& grammar() const { return g_; }
 

@@ -7,36 +7,151 @@
 
 namespace ds::grammar {
 
+namespace {
+Grammar finished(Grammar g) {
+  if (!g.finished()) g.finish();
+  return g;
+}
+}  // namespace
+
 CompiledGrammar::CompiledGrammar(Grammar g, std::shared_ptr<const TokenVocabulary> vocab, size_t cache_bytes)
-    : g_(std::move(g)), vocab_(std::move(vocab)) {
-  if (!g_.finished()) g_.finish();
+    : g_(finished(std::move(g))), vocab_(std::move(vocab)), budget_(cache_bytes), m_(g_) {
   DS_CHECK(vocab_ != nullptr, "grammar: no vocabulary");
-  cache_limit_ = std::max<size_t>(16, cache_bytes / std::max<size_t>(1, vocab_->mask_words() * 8));
+  std::lock_guard<std::mutex> lk(mu_);
+  reset_if_full();  // builds the initial state
 }
 
-std::shared_ptr<const std::vector<uint64_t>> CompiledGrammar::find(const std::string& key) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = cache_.find(key);
-  return it == cache_.end() ? nullptr : it->second;
+CompiledGrammar::~CompiledGrammar() = default;
+
+void CompiledGrammar::reset_if_full() {
+  if (!states_.empty() && bytes_ <= budget_) return;
+  if (!states_.empty()) ++generation_;
+  states_.clear();
+  index_.clear();
+  bytes_ = 0;
+  masks_ = 0;
+  m_.initial(&scratch_);  // clears the arena
+  intern(m_.arena_size());
 }
 
-void CompiledGrammar::store(const std::string& key, std::shared_ptr<const std::vector<uint64_t>> mask) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (cache_.size() >= cache_limit_) cache_.clear();  // crude, but bounded and rare
-  cache_.emplace(key, std::move(mask));
+int32_t CompiledGrammar::intern(size_t arena_mark) {
+  std::string key = m_.key(scratch_.data(), scratch_.size());
+  if (auto it = index_.find(key); it != index_.end()) {
+    m_.truncate(arena_mark);  // this state's stacks exist already
+    return it->second;
+  }
+  State st;
+  st.heads = scratch_;
+  st.accepting = std::find(scratch_.begin(), scratch_.end(), Matcher::kAccepted) != scratch_.end();
+  bytes_ += sizeof(State) + key.size() + st.heads.size() * sizeof(int32_t) +
+            (m_.arena_size() - arena_mark) * 24 /* matcher nodes */ + 64 /* index entry */;
+  st.key = std::make_shared<const std::string>(std::move(key));
+  const int32_t id = int32_t(states_.size());
+  index_.emplace(std::string_view(*st.key), id);
+  states_.push_back(std::move(st));
+  return id;
+}
+
+int32_t CompiledGrammar::state_of_key(const std::string& key) {
+  if (auto it = index_.find(key); it != index_.end()) return it->second;
+  const size_t mark = m_.arena_size();
+  m_.from_key(key, &scratch_);
+  return intern(mark);
+}
+
+int32_t CompiledGrammar::step(int32_t s, uint8_t byte) {
+  if (!states_[size_t(s)].next) {
+    states_[size_t(s)].next.reset(new int32_t[256]);
+    std::fill_n(states_[size_t(s)].next.get(), 256, kUnknown);
+    bytes_ += 256 * sizeof(int32_t);
+  }
+  int32_t t = states_[size_t(s)].next[byte];
+  if (t != kUnknown) return t;
+  scratch_.clear();
+  const size_t mark = m_.arena_size();
+  const std::vector<int32_t>& heads = states_[size_t(s)].heads;
+  if (m_.advance(heads.data(), heads.size(), byte, &scratch_)) {
+    t = intern(mark);  // may grow states_: index again below
+  } else {
+    m_.truncate(mark);
+    t = kDead;
+  }
+  states_[size_t(s)].next[byte] = t;
+  return t;
+}
+
+void CompiledGrammar::walk(int32_t s, uint32_t node, std::vector<uint64_t>* mask) {
+  // Each trie edge is one transition of the state reached so far; a dead transition skips the
+  // subtree of every token that starts with those bytes.
+  const TokenVocabulary& v = *vocab_;
+  const TokenVocabulary::Node& n = v.nodes()[node];
+  const auto* e = v.edges().data() + n.first_edge;
+  for (uint32_t i = 0; i < n.num_edges; ++i) {
+    const int32_t t = step(s, e[i].byte);
+    if (t < 0) continue;
+    const TokenVocabulary::Node& c = v.nodes()[e[i].child];
+    for (uint32_t k = 0; k < c.num_tokens; ++k) {
+      const int32_t id = v.tokens()[c.first_token + k];
+      (*mask)[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    }
+    if (c.num_edges) walk(t, e[i].child, mask);
+  }
 }
 
 size_t CompiledGrammar::cached_masks() {
   std::lock_guard<std::mutex> lk(mu_);
-  return cache_.size();
+  return masks_;
 }
 
-TokenConstraint::TokenConstraint(std::shared_ptr<CompiledGrammar> g) : g_(std::move(g)), m_(g_->grammar()) {
-  m_.initial(&heads_);
+size_t CompiledGrammar::states() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return states_.size();
 }
 
-bool TokenConstraint::complete() const {
-  return std::find(heads_.begin(), heads_.end(), Matcher::kAccepted) != heads_.end();
+int64_t CompiledGrammar::resets() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return int64_t(generation_);
+}
+
+TokenConstraint::TokenConstraint(std::shared_ptr<CompiledGrammar> g) : g_(std::move(g)) {
+  std::lock_guard<std::mutex> lk(g_->mu_);
+  g_->reset_if_full();
+  state_ = g_->initial_state();
+  generation_ = g_->generation_;
+  key_ = g_->states_[size_t(state_)].key;
+  accepting_ = g_->states_[size_t(state_)].accepting;
+}
+
+int32_t TokenConstraint::sync() {
+  g_->reset_if_full();
+  if (generation_ != g_->generation_) {
+    state_ = g_->state_of_key(*key_);
+    generation_ = g_->generation_;
+  }
+  return state_;
+}
+
+const std::vector<uint64_t>& TokenConstraint::allowed() {
+  if (mask_) return *mask_;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lk(g_->mu_);
+    const int32_t s = sync();
+    mask_ = g_->states_[size_t(s)].mask;
+    if (mask_) {
+      ++masks_cached_;
+    } else {
+      auto mask = std::make_shared<std::vector<uint64_t>>(g_->vocab_->mask_words(), 0);
+      g_->walk(s, 0, mask.get());
+      g_->bytes_ += mask->size() * sizeof(uint64_t);
+      ++g_->masks_;
+      g_->states_[size_t(s)].mask = mask;
+      mask_ = std::move(mask);
+      ++masks_computed_;
+    }
+  }
+  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return *mask_;
 }
 
 bool TokenConstraint::can_continue() {
@@ -45,71 +160,21 @@ bool TokenConstraint::can_continue() {
   return false;
 }
 
-const std::vector<uint64_t>& TokenConstraint::allowed() {
-  if (mask_) return *mask_;
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string key = m_.key(heads_.data(), heads_.size());
-  mask_ = g_->find(key);
-  if (mask_) {
-    ++masks_cached_;
-  } else {
-    auto mask = std::make_shared<std::vector<uint64_t>>(g_->vocabulary().mask_words(), 0);
-    compute_mask(mask.get());
-    g_->store(key, mask);
-    mask_ = std::move(mask);
-    ++masks_computed_;
-  }
-  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return *mask_;
-}
-
-void TokenConstraint::compute_mask(std::vector<uint64_t>* mask) {
-  if (levels_.empty()) levels_.resize(1);
-  levels_[0].assign(heads_.begin(), heads_.end());
-  const size_t mark = m_.arena_size();
-  walk(0, 0, mask);
-  m_.truncate(mark);
-}
-
-void TokenConstraint::walk(uint32_t node, size_t depth, std::vector<uint64_t>* mask) {
-  // levels_[depth] holds the heads after this node's bytes. Each edge advances them by one byte
-  // into levels_[depth + 1]; a subtree whose state dies is skipped whole, and the arena nodes it
-  // made are dropped on return. The level vectors keep their capacity, so a warm walk does not
-  // allocate.
-  const TokenVocabulary& v = g_->vocabulary();
-  const TokenVocabulary::Node& n = v.nodes()[node];
-  const ByteSet next = m_.next_bytes(levels_[depth].data(), levels_[depth].size());
-  if (next.empty()) return;
-  if (levels_.size() < depth + 2) levels_.resize(depth + 2);
-  const auto* e = v.edges().data() + n.first_edge;
-  for (uint32_t i = 0; i < n.num_edges; ++i) {
-    if (!next.has(e[i].byte)) continue;
-    const size_t mark = m_.arena_size();
-    std::vector<int32_t>& out = levels_[depth + 1];
-    out.clear();
-    const std::vector<int32_t>& cur = levels_[depth];
-    if (m_.advance(cur.data(), cur.size(), e[i].byte, &out)) {
-      const TokenVocabulary::Node& c = v.nodes()[e[i].child];
-      for (uint32_t t = 0; t < c.num_tokens; ++t) {
-        const int32_t id = v.tokens()[c.first_token + t];
-        (*mask)[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
-      }
-      if (c.num_edges) walk(e[i].child, depth + 1, mask);
-    }
-    m_.truncate(mark);
-  }
-}
-
 bool TokenConstraint::accept(int32_t token) {
-  if (token < 0 || token >= g_->vocabulary().size() || !allows(token)) return false;
-  std::vector<int32_t> cur = heads_, next;
-  for (char c : g_->vocabulary().bytes(token)) {
-    next.clear();
-    if (!m_.advance(cur.data(), cur.size(), uint8_t(c), &next)) return false;  // cannot happen: allowed
-    cur.swap(next);
+  if (token < 0 || token >= g_->vocabulary().size()) return false;
+  const std::string& bytes = g_->vocabulary().bytes(token);
+  if (bytes.empty()) return false;  // not a text token: never allowed
+  // A token is allowed exactly when each of its bytes has a live transition, which is how its
+  // mask bit was found: no mask is needed to step.
+  std::lock_guard<std::mutex> lk(g_->mu_);
+  int32_t s = sync();
+  for (char c : bytes) {
+    s = g_->step(s, uint8_t(c));
+    if (s < 0) return false;
   }
-  heads_ = std::move(cur);
-  m_.compact(&heads_);
+  state_ = s;
+  key_ = g_->states_[size_t(s)].key;
+  accepting_ = g_->states_[size_t(s)].accepting;
   mask_.reset();
   return true;
 }

@@ -17,7 +17,6 @@ inline bool matches(const Grammar& g, std::string_view s) {
     next.clear();
     if (!m.advance(cur.data(), cur.size(), uint8_t(c), &next)) return false;
     cur.swap(next);
-    m.compact(&cur);
   }
   for (int32_t h : cur)
     if (h == Matcher::kAccepted) return true;

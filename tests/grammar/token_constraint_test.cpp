@@ -89,6 +89,7 @@ TEST(TokenConstraint, SecondRequestHitsTheCache) {
       for (int32_t i = 0; i < cg->vocabulary().size(); ++i)
         if (cg->vocabulary().bytes(i) == s) id = i;
       ASSERT_GE(id, 0);
+      ASSERT_TRUE(c.allows(id)) << t;  // as the engine does: the mask, then the sampled token
       ASSERT_TRUE(c.accept(id)) << t;
     }
     EXPECT_TRUE(c.complete());
