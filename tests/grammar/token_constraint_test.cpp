@@ -32,7 +32,12 @@ std::vector<uint64_t> brute_mask(const Grammar& g, const std::string& prefix, co
   return m;
 }
 
-TEST(TokenConstraint, MaskEqualsBruteForceAlongRandomWalks) {
+// cache_bytes: the default, and a bound so small that the learnt states are dropped on every
+// call, so each step finds its state again by key.
+class MaskWalks : public ::testing::TestWithParam<size_t> {};
+INSTANTIATE_TEST_SUITE_P(CacheBytes, MaskWalks, ::testing::Values(size_t(64) << 20, size_t(1)));
+
+TEST_P(MaskWalks, MaskEqualsBruteForceAlongRandomWalks) {
   const auto vocab = test_vocab();
   const char* schemas[] = {
       R"({"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"},"ok":{"type":"boolean"}},"required":["name"]})",
@@ -41,7 +46,8 @@ TEST(TokenConstraint, MaskEqualsBruteForceAlongRandomWalks) {
   };
   std::mt19937 rng(3);
   for (const char* schema : schemas) {
-    auto cg = std::make_shared<CompiledGrammar>(json_schema_grammar(nlohmann::ordered_json::parse(schema)), vocab);
+    auto cg = std::make_shared<CompiledGrammar>(json_schema_grammar(nlohmann::ordered_json::parse(schema)), vocab,
+                                                GetParam());
     for (int walk = 0; walk < 6; ++walk) {
       TokenConstraint c(cg);
       std::string text;
@@ -60,7 +66,12 @@ TEST(TokenConstraint, MaskEqualsBruteForceAlongRandomWalks) {
         if (c.complete() && rng() % 4 == 0) break;
       }
     }
-    EXPECT_GT(cg->cached_masks(), 0u);
+    if (GetParam() < 1024) {
+      EXPECT_GT(cg->resets(), 0);
+    } else {
+      EXPECT_GT(cg->cached_masks(), 0u);
+      EXPECT_EQ(cg->resets(), 0);
+    }
   }
 }
 
