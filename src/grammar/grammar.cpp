@@ -1,11 +1,16 @@
 #include "grammar/grammar.h"
 
+#include <string>
+
 #include "core/error.h"
 
 namespace ds::grammar {
 
 RuleId Grammar::new_rule(std::string name) {
   DS_CHECK(!finished_, "grammar: rule added after finish()");
+  if (rules_.size() >= kMaxGrammarRules)
+    throw GrammarTooLarge("the grammar would exceed " + std::to_string(kMaxGrammarRules) +
+                          " rules (lower the schema's length and item bounds)");
   names_.push_back(std::move(name));
   rules_.emplace_back();
   return RuleId(rules_.size() - 1);
@@ -13,6 +18,10 @@ RuleId Grammar::new_rule(std::string name) {
 
 void Grammar::add_alternative(RuleId rule, std::vector<Symbol> seq) {
   DS_CHECK(!finished_ && rule < rules_.size(), "grammar: bad rule id");
+  num_symbols_ += seq.size() + 1;
+  if (num_symbols_ > kMaxGrammarSymbols)
+    throw GrammarTooLarge("the grammar would exceed " + std::to_string(kMaxGrammarSymbols) +
+                          " symbols (lower the schema's length and item bounds)");
   rules_[rule].push_back(std::move(seq));
 }
 

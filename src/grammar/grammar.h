@@ -11,11 +11,25 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "grammar/byte_set.h"
 
 namespace ds::grammar {
 
 using RuleId = uint32_t;
+
+// A grammar past these sizes is refused while it is built (GrammarTooLarge): a schema's bounds
+// (maxLength, minItems, maxItems, a regex's {m,n}) expand into rules and symbols, and one request
+// must not make a grammar that takes seconds and gigabytes to build (a 47 KB schema of 1000
+// strings with distinct maxLengths made 4M rules: 9 s and 2.4 GB before this bound). Both
+// bounds compile in well under 0.1 s.
+inline constexpr size_t kMaxGrammarRules = size_t(1) << 16;
+inline constexpr size_t kMaxGrammarSymbols = size_t(1) << 19;
+
+class GrammarTooLarge : public Error {
+ public:
+  using Error::Error;
+};
 
 struct Symbol {
   enum Kind : uint8_t { Bytes, Rule, End };
@@ -71,6 +85,7 @@ class Grammar {
   RuleId root_ = 0;
   bool has_root_ = false;
   bool finished_ = false;
+  size_t num_symbols_ = 0;
   std::vector<Symbol> flat_;
   std::vector<std::vector<uint32_t>> starts_;
 

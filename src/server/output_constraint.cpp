@@ -94,6 +94,10 @@ std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const Gener
       throw invalid_request(std::string("a tool's parameters cannot be enforced for 'tool_choice': ") + e.what() +
                                 " (at " + e.where() + ")",
                             "tools");
+    } catch (const grammar::GrammarTooLarge& e) {
+      throw invalid_request(std::string("the tools' parameter schemas are too large to enforce for 'tool_choice': ") +
+                                e.what(),
+                            "tools");
     }
   } else if (g.response_format == ResponseFormat::JsonSchema) {
     try {
@@ -101,6 +105,9 @@ std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const Gener
     } catch (const grammar::SchemaError& e) {
       throw invalid_request(std::string("'response_format.json_schema.schema': ") + e.what() + " (at '" + e.where() +
                                 "' in the schema)",
+                            "response_format");
+    } catch (const grammar::GrammarTooLarge& e) {
+      throw invalid_request(std::string("'response_format.json_schema.schema' is too large to enforce: ") + e.what(),
                             "response_format");
     }
   } else {

@@ -394,6 +394,25 @@ TEST(OutputConstraints, UnsupportedSchemaIsA400NamingTheKeywordAndWhere) {
     EXPECT_NE(std::string(e.what()).find("not"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("/properties/a"), std::string::npos) << e.what();
   }
+  // Bounds that would expand into millions of rules are refused, quickly, naming the field.
+  ordered_json big = {{"type", "object"}, {"properties", ordered_json::object()}};
+  for (int i = 0; i < 1000; ++i) big["properties"]["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 4096 - i}};
+  s.response_schema = big;
+  try {
+    oc.for_request(s);
+    FAIL() << "accepted a schema of 4M rules";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "response_format");
+    EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+  }
+  g.tools[1].parameters = big;
+  try {
+    oc.for_request(g);
+    FAIL() << "accepted tools of 4M rules";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "tools");
+  }
   // A failed compile is not cached as a grammar.
   EXPECT_EQ(oc.cached_grammars(), 0u);
 }
