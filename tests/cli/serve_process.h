@@ -16,23 +16,9 @@
 #include <vector>
 
 #include "../server/server_harness.h"
+#include "../support/run_capture.h"
 
 namespace ds::testing {
-
-// Runs a shell command; its stdout and stderr together.
-inline std::string run_capture(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) {
-    *status = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
 
 class ServeProcess {
  public:

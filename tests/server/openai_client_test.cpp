@@ -7,36 +7,23 @@
 #include <filesystem>
 
 #include "../support/missing_dependency.h"
+#include "../support/run_capture.h"
 #include "server_harness.h"
 
 namespace ds {
 namespace {
 
-std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    *status = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
 TEST(OpenAIClient, ChatStreamCompletionModels) {
   const std::string root = DS_SOURCE_DIR;
   int st = 0;
-  run("node --version > /dev/null 2>&1", &st);
+  testing::run_capture("node --version > /dev/null 2>&1", &st);
   DS_REQUIRE_DEPENDENCY(st == 0, "node is not installed (run scripts/setup)");
   DS_REQUIRE_DEPENDENCY(std::filesystem::exists(root + "/node_modules/openai/package.json"),
                         "node_modules/openai is missing (run scripts/setup)");
   testing::TestServer s;
   const std::string cmd = "cd '" + root + "' && DS_BASE_URL=http://127.0.0.1:" + std::to_string(s.port) +
                           " DS_MODEL=fake node tests/clients/openai_client.mjs 2>&1";
-  const std::string out = run(cmd, &st);
+  const std::string out = testing::run_capture(cmd, &st);
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("openai client: ok"), std::string::npos) << out;
 }
