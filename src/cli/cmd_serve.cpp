@@ -91,7 +91,7 @@ int run_serve(const ServeArgs& a) {
                " tokens, more than the model's vocab_size " + std::to_string(model_vocab));
   EngineConfig ec = a.engine;
   ec.spec = spec_options_of(a.spec);
-  if (ec.spec.enabled()) {
+  if (ec.spec.has_draft_model()) {
     // The draft must speak the target's tokens: the same tokenizer file where it has one.
     const std::string draft_tok = (std::filesystem::path(ec.spec.draft_model) / "tokenizer.json").string();
     if (std::filesystem::exists(draft_tok))
@@ -110,8 +110,9 @@ int run_serve(const ServeArgs& a) {
   else
     spdlog::info("prefix cache: off");
   if (c.spec.enabled())
-    spdlog::info("speculative decoding: draft {}, {} tokens per round, {} verification, {} drafting, {} rollback{}",
-                 c.spec.draft_model, c.spec.num_speculative_tokens, spec_method_name(c.spec.method),
+    spdlog::info("speculative decoding: draft {}, {} tokens per round{}, {} verification, {} drafting, {} rollback{}",
+                 c.spec.has_draft_model() ? c.spec.draft_model : std::string("suffix tries"), c.spec.num_speculative_tokens,
+                 c.spec.auto_k ? " at most (auto: chosen per step)" : "", spec_method_name(c.spec.method),
                  draft_sample_name(c.spec.draft_sample), c.spec.state_rollback,
                  c.spec.synthetic() ? " (SYNTHETIC acceptance, AL " + std::to_string(c.spec.acceptance_length) + " from " +
                                           c.spec.acceptance_source + ": for benchmarks only)"

@@ -4,23 +4,33 @@
 
 #include <string>
 
+#include "core/error.h"
 #include "spec/spec_options.h"
 
 namespace ds::cli {
 
 struct SpecFlags {
   std::string draft_model;
-  int k = 0;
+  std::string k;  // a count or "auto"
   int window = 0;
-  std::string method = "block", draft_sample = "probabilistic", rollback = "lanes";
+  std::string method = "block", verify, draft_sample = "probabilistic", rollback = "lanes";
   double al = 0;
   std::string golden;
+  SuffixOptions suffix;
 };
 
 inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
   cmd->add_option("--draft-model", f->draft_model, "Draft model directory (same tokenizer): enables speculative decoding");
-  cmd->add_option("--num-speculative-tokens", f->k, "Draft tokens per round, 1..16");
-  cmd->add_option("--spec-method", f->method, "Verification: greedy, probabilistic or block (temperature 0 is always greedy)")
+  cmd->add_option("--num-speculative-tokens", f->k,
+                  "Draft tokens per round, 1..16, or auto: chosen per sequence and step by the cost model");
+  cmd->add_option("--spec-method", f->method,
+                  "Verification (greedy, probabilistic or block; temperature 0 is always greedy), or suffix: draft "
+                  "from suffix tries over the session's tokens and recent outputs, no draft model")
+      ->capture_default_str();
+  cmd->add_option("--spec-verify", f->verify, "Verification when --spec-method is suffix: greedy, probabilistic or block (default block)");
+  cmd->add_option("--suffix-cache-tokens", f->suffix.cache_tokens, "Suffix drafting: recent outputs the global trie keeps, in tokens")
+      ->capture_default_str();
+  cmd->add_option("--suffix-max-depth", f->suffix.max_depth, "Suffix drafting: longest pattern plus proposal the tries hold")
       ->capture_default_str();
   cmd->add_option("--draft-sample", f->draft_sample, "How the draft picks its tokens: greedy or probabilistic")
       ->capture_default_str();
@@ -39,8 +49,34 @@ inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
 inline SpecOptions spec_options_of(const SpecFlags& f) {
   SpecOptions o;
   o.draft_model = f.draft_model;
-  o.num_speculative_tokens = f.k;
-  o.method = parse_spec_method(f.method);
+  if (f.k == "auto") {
+    o.auto_k = true;
+  } else if (!f.k.empty()) {
+    size_t used = 0;
+    int k = 0;
+    try {
+      k = std::stoi(f.k, &used);
+    } catch (...) {
+      used = 0;
+    }
+    DS_CHECK(used == f.k.size() && used > 0, "--num-speculative-tokens '" + f.k + "' is neither a count nor auto");
+    o.num_speculative_tokens = k;
+  }
+  auto verifier = [](const std::string& flag, const std::string& v, const std::string& also) {
+    try {
+      return parse_spec_method(v);
+    } catch (const Error&) {
+      throw Error(flag + " '" + v + "' is not one of greedy, probabilistic, block" + also);
+    }
+  };
+  if (f.method == "suffix") {
+    o.source = DraftSource::Suffix;
+    o.method = f.verify.empty() ? SpecMethod::Block : verifier("--spec-verify", f.verify, "");
+  } else {
+    DS_CHECK(f.verify.empty(), "--spec-verify goes with --spec-method suffix (otherwise --spec-method is the verifier)");
+    o.method = verifier("--spec-method", f.method, ", suffix");
+  }
+  o.suffix = f.suffix;
   o.draft_sample = parse_draft_sample(f.draft_sample);
   o.state_rollback = f.rollback;
   o.window = f.window;

@@ -52,7 +52,7 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
          std::to_string(mc.max_position_embeddings));
   if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
   resolve_spec_options(&c->spec);
-  if (c->spec.enabled() && !draft) fail("--draft-model is set but no draft model was loaded");
+  if (c->spec.has_draft_model() && !draft) fail("--draft-model is set but no draft model was loaded");
   if (draft) {
     check_draft_matches(model, *draft);
     const int dmax = draft->config().max_position_embeddings;

@@ -53,7 +53,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   DS_CHECK(model_ != nullptr, "engine: no model");
   // The draft runs on the target's threads (one pool: the two never spin against each other).
   std::unique_ptr<Model> draft;
-  if (cfg_.spec.enabled()) draft = Model::load_sharing_threads(cfg_.spec.draft_model, *model_);
+  if (cfg_.spec.has_draft_model()) draft = Model::load_sharing_threads(cfg_.spec.draft_model, *model_);
   resolve_engine_config(&cfg_, *model_, draft.get());
   vocab_ = model_->config().vocab_size;
   const RuntimeLimits limits = runtime_limits(cfg_);
@@ -64,7 +64,6 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
     drafter_ = std::make_unique<Drafter>(std::move(draft), cfg_.spec.draft_sample, K);
     drafter_->allocate(limits);
     spec_memory_ = std::make_unique<SpecCacheMemory>(*model_, drafter_->model(), cfg_.block_size);
-    verifier_ = std::make_unique<Verifier>(vocab_);
     if (cfg_.spec.synthetic()) {
       synthetic_ = std::make_unique<SyntheticAcceptance>(cfg_.spec.acceptance_length, K);
       metrics_.spec_synthetic->Add({{"source", cfg_.spec.acceptance_source}}).Set(cfg_.spec.acceptance_length);
@@ -72,16 +71,24 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
     if (cfg_.spec.draft_sample == DraftSample::Probabilistic)
       draft_probs_.resize(size_t(cfg_.max_num_seqs) * size_t(K) * size_t(vocab_));
     jobs_.reserve(size_t(cfg_.max_num_seqs));
+  }
+  if (cfg_.spec.enabled()) {
+    verifier_ = std::make_unique<Verifier>(vocab_);
     for (int i = 1; i <= K; ++i) {
       position_drafted_.push_back(&metrics_.spec_position_drafted->Add({{"position", std::to_string(i)}}));
       position_accepted_.push_back(&metrics_.spec_position_accepted->Add({{"position", std::to_string(i)}}));
     }
   }
+  if (cfg_.spec.source == DraftSource::Suffix) proposer_ = std::make_unique<SuffixProposer>(cfg_.spec.suffix);
+  if (cfg_.spec.auto_k) {
+    cost_ = std::make_unique<StepCostModel>();
+    acceptance_ = std::make_unique<AcceptanceModel>(K);
+  }
   CacheMemory& memory = spec_memory_ ? static_cast<CacheMemory&>(*spec_memory_) : static_cast<CacheMemory&>(*model_);
   cache_ = std::make_unique<PrefixCache>(cache_config(cfg_, *model_, drafter_ ? &drafter_->model() : nullptr), memory);
   for (const CacheCounter& c : cache_->counters()) cache_counters_.push_back(metrics_.add_counter(c.name, c.help));
   SchedulerLimits sl{cfg_.max_num_seqs, cfg_.max_num_batched_tokens, cfg_.max_model_len};
-  sl.spec_tokens = drafter_ ? K : 0;
+  sl.spec_tokens = cfg_.spec.enabled() ? K : 0;
   sl.spec_window = cfg_.spec.window;
   sl.has_draft = drafter_ != nullptr;
   scheduler_ = std::make_unique<Scheduler>(sl, *cache_);
@@ -93,6 +100,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   for (auto* v : {&row_of_, &n_emitted_, &accepted_}) v->resize(size_t(cfg_.max_num_seqs) + 1);
   reason_.resize(size_t(cfg_.max_num_seqs) + 1);
   scratch_.reserve(size_t(cfg_.max_num_seqs) + size_t(cfg_.max_waiting));
+  if (cost_) calibrate_step_cost(limits);
   alive_ = true;  // set before the thread starts so /health is right as soon as we return
   thread_ = std::thread([this] { run(); });
 }
@@ -221,6 +229,8 @@ void EngineLoop::step() {
   Clock::time_point mark[kStepPhases + 1];
   mark[0] = Clock::now();
   const double cpu0 = thread_cpu_seconds();
+  plan_drafts();
+  const auto t_proposed = Clock::now();
   StepPlan& plan = scheduler_->schedule();
   if (plan.num_preempted) metrics_.preemptions->Increment(plan.num_preempted);
   waiting_.store(scheduler_->num_waiting());
@@ -229,6 +239,7 @@ void EngineLoop::step() {
     return;
   }
   count_admissions(plan);
+  if (verifier_) count_chosen(plan);
   mark[PhaseSchedule + 1] = Clock::now();
   if (drafter_) draft(plan);
   mark[PhaseDraft + 1] = drafter_ ? Clock::now() : mark[PhaseDraft];  // zero: no draft phase
@@ -248,6 +259,10 @@ void EngineLoop::step() {
 
   StepSample s;
   for (int p = 0; p < kStepPhases; ++p) s.phase[p] = secs(mark[p], mark[p + 1]);
+  // Suffix proposals and auto's choice ran before the schedule: they count as drafting.
+  const double proposing = secs(mark[0], t_proposed);
+  s.phase[PhaseSchedule] -= proposing;
+  s.phase[PhaseDraft] += proposing;
   s.forward = model_->last_profile();
   s.wall = secs(mark[0], mark[kStepPhases]);
   s.cpu = thread_cpu_seconds() - cpu0;
@@ -263,13 +278,137 @@ void EngineLoop::step() {
   const double step_s = secs(mark[PhaseSchedule + 1], mark[kStepPhases]);
   metrics_.step_seconds->Observe(step_s);
   metrics_.step_seconds_total->Increment(step_s);
-  if (drafter_) {
+  if (verifier_) {
     metrics_.spec_draft_seconds->Increment(s.phase[PhaseDraft]);
-    bool verified = false;
-    for (int32_t k : plan.spec_k) verified = verified || k > 0;
-    if (verified) metrics_.spec_verify_seconds->Increment(s.phase[PhaseForward] + s.phase[PhaseSample]);
+    int max_k = 0;
+    for (int32_t k : plan.spec_k) max_k = std::max(max_k, int(k));
+    if (max_k > 0) metrics_.spec_verify_seconds->Increment(s.phase[PhaseForward] + s.phase[PhaseSample]);
+    if (cost_) {
+      cost_->observe(s.rows, s.phase[PhaseForward] + s.phase[PhaseSample]);
+      if (drafter_) cost_->observe_draft(max_k, s.phase[PhaseDraft] - proposing);
+    }
   }
   publish_counts();
+}
+
+void EngineLoop::plan_drafts() {
+  if (!proposer_ && !cost_) return;
+  const int K = cfg_.spec.num_speculative_tokens;
+  candidates_.clear();
+  candidate_seqs_.clear();
+  int base_rows = 0;
+  for (const auto& up : scheduler_->running()) {
+    Sequence* s = up.get();
+    s->proposal.clear();
+    s->spec_budget = 0;
+    if (s->pending() != 1) {
+      base_rows += s->pending();  // a prefill: up to the step's budget (capped below)
+      continue;
+    }
+    ++base_rows;
+    if (s->req.processes_logits()) continue;  // constrained and penalised rows never speculate
+    int max_k = K;
+    if (proposer_) {
+      proposer_->observe(s->stream->id(), s->tokens);
+      s->proposal = proposer_->propose(s->stream->id(), s->tokens, K).tokens;
+      max_k = int(s->proposal.size());
+      if (max_k == 0) metrics_.spec_no_proposal->Increment();
+    }
+    s->spec_budget = max_k;
+    if (cost_ && max_k > 0) {
+      if (s->acceptance.reached.empty()) s->acceptance = acceptance_->fresh();
+      DraftCandidate c;
+      c.max_k = max_k;
+      acceptance_->estimate(s->acceptance, &c.alpha);
+      candidates_.push_back(std::move(c));
+      candidate_seqs_.push_back(s);
+    }
+  }
+  if (!cost_) return;
+  const DraftChoice choice =
+      choose_draft_lengths(candidates_, std::min(base_rows, cfg_.max_num_batched_tokens), *cost_);
+  for (size_t i = 0; i < candidate_seqs_.size(); ++i) candidate_seqs_[i]->spec_budget = choice.k[i];
+}
+
+void EngineLoop::count_chosen(const StepPlan& plan) {
+  // The draft length each decoding sequence got (the scheduler may cut auto's choice at a block
+  // boundary or the length limit), and what auto expects of it.
+  for (int i = 0; i < plan.num_decode; ++i) {
+    const int k = plan.spec_k[size_t(i)];
+    metrics_.spec_chosen_draft_tokens->Observe(double(k));
+    if (acceptance_ && k > 0) {
+      acceptance_->estimate(plan.seqs[size_t(i)]->acceptance, &alpha_);
+      double cum = 1.0, expected = 0.0;
+      for (int j = 0; j < k; ++j) expected += (cum *= alpha_[size_t(j)]);
+      metrics_.spec_predicted_accepted_tokens->Increment(expected);
+    }
+  }
+}
+
+void EngineLoop::calibrate_step_cost(const RuntimeLimits& limits) {
+  // Steps shaped like verify steps (chunks of K + 1 speculative rows after one committed token,
+  // in free slots and blocks, rolled back after), timed at 1, 2, 4, ... rows: the cost model's
+  // curve. Nothing is running yet; every sequence later starts its slot from position 0.
+  const int per_seq = cfg_.spec.num_speculative_tokens + 1;
+  const int bs = cfg_.block_size;
+  const int blocks_per_chunk = (1 + per_seq + bs - 1) / bs;
+  const int max_chunks = std::min(cfg_.max_num_seqs, cfg_.num_kv_blocks / blocks_per_chunk);
+  const int max_rows = std::min({max_chunks * per_seq, limits.max_logit_rows, cfg_.max_num_batched_tokens});
+  std::vector<int32_t> table(size_t(max_chunks) * size_t(blocks_per_chunk));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+  std::vector<int32_t> tokens;
+  std::vector<SeqChunk> chunks;
+  std::vector<std::pair<int, double>> points;
+  const int32_t tok = model_->config().bos_token_id >= 0 ? model_->config().bos_token_id : 0;
+  // The committed token each slot's speculative rows follow (a speculative chunk never starts a
+  // sequence).
+  tokens.assign(size_t(max_chunks), tok);
+  for (int c = 0; c < max_chunks; ++c) {
+    SeqChunk ch;
+    ch.slot = c;
+    ch.block_table = table.data() + size_t(c) * size_t(blocks_per_chunk);
+    ch.num_tokens = 1;
+    ch.token_offset = c;
+    chunks.push_back(ch);
+  }
+  // A few times: the first forwards also wake the threads and warm the caches.
+  for (int rep = 0; rep < 5; ++rep)
+    model_->forward({std::span<const int32_t>(tokens), std::span<const SeqChunk>(chunks)}, logits_.data());
+  for (int rows = 1;; rows = std::min(rows * 2, max_rows)) {
+    tokens.assign(size_t(rows), tok);
+    chunks.clear();
+    for (int at = 0, c = 0; at < rows; ++c) {
+      SeqChunk ch;
+      ch.slot = c;
+      ch.block_table = table.data() + size_t(c) * size_t(blocks_per_chunk);
+      ch.start_pos = 1;
+      ch.num_tokens = std::min(per_seq, rows - at);
+      ch.token_offset = at;
+      ch.num_logits = ch.num_tokens;
+      ch.spec_lane = 0;
+      at += ch.num_tokens;
+      chunks.push_back(ch);
+    }
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = Clock::now();
+      model_->forward({std::span<const int32_t>(tokens), std::span<const SeqChunk>(chunks)}, logits_.data());
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      for (const SeqChunk& ch : chunks) model_->commit_speculative(ch.slot, 0);
+    }
+    points.emplace_back(rows, best);
+    if (rows >= max_rows) break;
+  }
+  cost_->calibrate(points);
+  if (cfg_.spec.test_row_cost_scale >= 0) cost_->set_row_cost_scale(cfg_.spec.test_row_cost_scale);
+  if (drafter_) {
+    // Until drafting is observed: a draft forward costs its share of the target's weight reads.
+    const double share = double(drafter_->model().decode_weight_bytes()) / double(std::max<size_t>(model_->decode_weight_bytes(), 1));
+    cost_->set_draft_cost(cost_->cost(1) * share);
+  }
+  std::string curve;
+  for (const auto& [r, t] : points) curve += " " + std::to_string(r) + ":" + std::to_string(t * 1e3).substr(0, 6);
+  spdlog::info("speculation auto: step cost (rows:ms){}", curve);
 }
 
 void EngineLoop::draft(StepPlan& plan) {
@@ -357,7 +496,7 @@ void EngineLoop::sample(const StepPlan& plan) {
       r.target_logits = lg;
       r.vocab = vocab_;
       r.filter = f;
-      if (drafter_->keeps_probs(f))
+      if (drafter_ && drafter_->keeps_probs(f))
         r.draft_probs = draft_probs_.data() + size_t(plan.chunks[i].slot) * size_t(cfg_.spec.num_speculative_tokens) * size_t(vocab_);
       Rng* rng = &s->rng;
       const std::function<double()> uniform = [rng] { return rng->uniform(); };
@@ -418,9 +557,12 @@ void EngineLoop::accept(StepPlan& plan) {
     if (k > 0) {
       const int slot = plan.chunks[i].slot;
       model_->commit_speculative(slot, m);
-      const int keep_draft = std::min(m - 1, jobs_[i].spec_fed());
-      drafter_->commit(slot, keep_draft);
-      s->draft_computed = s->num_computed + 1 + keep_draft;
+      if (drafter_) {
+        const int keep_draft = std::min(m - 1, jobs_[i].spec_fed());
+        drafter_->commit(slot, keep_draft);
+        s->draft_computed = s->num_computed + 1 + keep_draft;
+      }
+      if (acceptance_) acceptance_->observe(s->acceptance, k, accepted_[size_t(c)]);
       plan.keep[i] = m;
       rolled = true;
       count_round(k, accepted_[size_t(c)]);
@@ -525,7 +667,8 @@ void EngineLoop::finish(std::unique_ptr<Sequence> seq, FinishReason reason, cons
   // anyone who saw the stream finish also sees the pool without it.
   snap_running_.store(scheduler_->num_running());
   snap_kv_used_.store(cache_->pool().num_used());
-  if (drafter_) seq->stream->set_prediction_tokens(seq->spec_accepted, seq->spec_drafted - seq->spec_accepted, seq->spec_rounds);
+  if (proposer_) proposer_->retire(seq->stream->id(), std::span<const int32_t>(seq->tokens).subspan(size_t(seq->num_prompt)));
+  if (verifier_) seq->stream->set_prediction_tokens(seq->spec_accepted, seq->spec_drafted - seq->spec_accepted, seq->spec_rounds);
   seq->stream->finish(reason, error);
   metrics_.finished->Add({{"finish_reason", finish_reason_name(reason)}}).Increment();
   metrics_.e2e->Observe(std::chrono::duration<double>(Clock::now() - seq->arrival).count());

@@ -4,6 +4,9 @@
 //   admit    take new requests in, retire cancelled ones;
 //   plan     the scheduler picks decode rows, prefill chunks and admissions (cache lookups);
 //   forward  restore claimed states, run the model over the flattened batch, save snapshots;
+//   propose  before the plan, with suffix drafting: each decoding sequence's proposal from the
+//            suffix tries (spec/suffix_proposer.h); under auto, each one's draft length from
+//            the cost model (spec/draft_length.h);
 //   draft    with a draft model: it feeds what the target feeds and proposes k tokens for
 //            every decoding sequence (spec/drafter.h), filling the verify chunks;
 //   sample   one token per sequence that asked for logits, each from its own random stream;
@@ -32,8 +35,10 @@
 #include "engine/step_profile.h"
 #include "kernels/sampling.h"
 #include "model/model.h"
+#include "spec/draft_length.h"
 #include "spec/drafter.h"
 #include "spec/spec_memory.h"
+#include "spec/suffix_proposer.h"
 #include "spec/synthetic_acceptance.h"
 #include "spec/verifier.h"
 
@@ -61,6 +66,9 @@ class EngineLoop {
   // The phases of a step, in order.
   void admit_and_retire(std::vector<std::unique_ptr<Sequence>>* arrived);
   void count_admissions(const StepPlan& plan);
+  // Before the schedule: suffix proposals, and under auto each decoding sequence's draft length.
+  void plan_drafts();
+  void count_chosen(const StepPlan& plan);
   void draft(StepPlan& plan);
   void forward(const StepPlan& plan);
   void sample(const StepPlan& plan);
@@ -70,6 +78,8 @@ class EngineLoop {
   void finish_done(const StepPlan& plan);
   void publish_counts();
   void mirror_cache_counters();
+  // auto: times verify-shaped steps of 1 .. the most rows a step can have, for the cost model.
+  void calibrate_step_cost(const RuntimeLimits& limits);
 
   void finish(std::unique_ptr<Sequence> seq, FinishReason reason, const std::string& error = {});
   void fail_all(const std::string& error);
@@ -108,8 +118,15 @@ class EngineLoop {
   std::vector<int32_t> row_of_, n_emitted_, accepted_;
   std::vector<FinishReason> reason_;
 
-  // Speculative decoding (null / empty without a draft model).
+  // Speculative decoding (null / empty without it; drafter_ only with a draft model, proposer_
+  // only with suffix drafting, cost_ and acceptance_ only under auto).
   std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<SuffixProposer> proposer_;
+  std::unique_ptr<StepCostModel> cost_;
+  std::unique_ptr<AcceptanceModel> acceptance_;
+  std::vector<DraftCandidate> candidates_;
+  std::vector<Sequence*> candidate_seqs_;
+  std::vector<double> alpha_;
   std::unique_ptr<SpecCacheMemory> spec_memory_;
   std::unique_ptr<Verifier> verifier_;
   std::unique_ptr<SyntheticAcceptance> synthetic_;

@@ -83,7 +83,7 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                         "Prompt tokens found in the prefix cache: KV blocks and recurrent state");
   cached_blocks = gauge("deltaserve:prefix_cache_blocks", "KV blocks findable by their prefix hash");
   snapshots_held = gauge("deltaserve:state_snapshots", "State snapshots held");
-  spec_draft_tokens = counter("deltaserve:spec_draft_tokens_total", "Draft tokens proposed by the draft model");
+  spec_draft_tokens = counter("deltaserve:spec_draft_tokens_total", "Draft tokens proposed (draft model or suffix tries)");
   spec_accepted_tokens = counter("deltaserve:spec_accepted_tokens_total", "Draft tokens the target accepted");
   spec_acceptance_length = &BuildHistogram()
                                 .Name("deltaserve:spec_acceptance_length")
@@ -103,6 +103,15 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                                 "Seconds of step time in target forwards with verify rows, and verification");
   spec_rollback_seconds = counter("deltaserve:spec_rollback_seconds_total",
                                   "Seconds of step time rolling states back to the accepted tokens");
+  spec_chosen_draft_tokens = &BuildHistogram()
+                                  .Name("deltaserve:spec_chosen_draft_tokens")
+                                  .Help("Draft tokens chosen for a decoding sequence in a step (auto: by the cost model)")
+                                  .Register(r)
+                                  .Add({}, Histogram::BucketBoundaries{0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16});
+  spec_predicted_accepted_tokens =
+      counter("deltaserve:spec_predicted_accepted_tokens_total",
+              "Draft tokens the auto cost model expected to be accepted (against spec_accepted_tokens_total)");
+  spec_no_proposal = counter("deltaserve:spec_no_proposal_total", "Decoding sequences whose suffix tries proposed nothing");
   step_seconds_total = counter("deltaserve:step_seconds_total", "Seconds of step time, every step");
   logits_processing_seconds = counter("deltaserve:logits_processing_seconds_total",
                                       "Seconds of step time applying penalties, logit bias and output constraints");

@@ -112,7 +112,10 @@ void Scheduler::plan_verify(Sequence* s, int k, bool feed_last) {
   c.num_logits = k + 1;
   c.spec_lane = 0;
   plan_.tokens.push_back(s->tokens[size_t(s->num_computed)]);
-  plan_.tokens.insert(plan_.tokens.end(), size_t(k), 0);  // the drafter fills these
+  // A draft model fills the placeholders in its phase; suffix drafting proposed them already.
+  const size_t from = plan_.tokens.size();
+  plan_.tokens.insert(plan_.tokens.end(), size_t(k), 0);
+  for (size_t j = 0; j < size_t(k) && j < s->proposal.size(); ++j) plan_.tokens[from + j] = s->proposal[j];
   push_chunk(s, c, k, feed_last, 0);  // keep: set by the engine after verification
 }
 
@@ -123,6 +126,7 @@ int Scheduler::spec_length(const Sequence& s, int spare) const {
   // Tokens the sequence may still emit; a round emits up to k + 1.
   const int left = std::min(s.req.max_tokens - s.num_generated(), limits_.max_model_len - int(s.tokens.size()));
   int k = std::min({limits_.spec_tokens, left - 1, spare});
+  if (s.spec_budget >= 0) k = std::min(k, s.spec_budget);
   if (rounds_end_on_boundaries()) {
     const int bs = cache_.block_size();
     const int boundary = (s.num_computed / bs + 1) * bs;

@@ -90,6 +90,8 @@ class Scheduler {
   std::unique_ptr<Sequence> finish(Sequence* seq);
 
   int num_running() const { return int(running_.size()); }
+  // The running sequences, oldest first (the engine sets their draft budgets before a step).
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
   int num_waiting() const { return int(waiting_.size()); }
   uint64_t num_preemptions() const { return preemptions_; }
   const BlockPool& pool() const { return pool_; }
@@ -104,7 +106,7 @@ class Scheduler {
   void plan_chunk(Sequence* s, int num_tokens);
   // A decode row as a verify chunk: the pending token and k draft placeholders, all scored.
   void plan_verify(Sequence* s, int k, bool feed_last);
-  // Draft tokens for s's round: K, or fewer where the sequence may emit fewer tokens, where the
+  // Draft tokens for s's round: K (or its spec_budget), or fewer where the sequence may emit fewer tokens, where the
   // round would cross a block boundary that wants a decode snapshot, or where the step's token
   // budget (`spare` tokens beyond one per decode row) runs out.
   int spec_length(const Sequence& s, int spare) const;

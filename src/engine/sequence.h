@@ -10,6 +10,7 @@
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
+#include "spec/draft_length.h"
 
 namespace ds {
 
@@ -28,6 +29,12 @@ struct Sequence {
   int spec_drafted = 0;
   int spec_accepted = 0;
   int spec_rounds = 0;
+  // Set by the engine before each schedule: the most draft tokens this step may give the
+  // sequence (-1: no bound beyond K; 0: decode one token), and suffix drafting's proposal.
+  int spec_budget = -1;
+  std::vector<int32_t> proposal;
+  // Per-position acceptance of this sequence's rounds (auto's AcceptanceModel).
+  AcceptanceModel::Counts acceptance;
   std::vector<int32_t> blocks;
   int32_t slot = -1;
 

@@ -61,6 +61,8 @@ json speculative_card(const EngineConfig& c) {
   if (!c.spec.enabled()) return {{"enabled", false}};
   json j = {{"enabled", true},
             {"num_speculative_tokens", c.spec.num_speculative_tokens},
+            {"auto", c.spec.auto_k},
+            {"drafter", draft_source_name(c.spec.source)},
             {"spec_method", spec_method_name(c.spec.method)},
             {"draft_sample", draft_sample_name(c.spec.draft_sample)},
             {"state_rollback", c.spec.state_rollback},

@@ -17,13 +17,15 @@ const char* spec_method_name(SpecMethod m) {
   return "?";
 }
 
+const char* draft_source_name(DraftSource d) { return d == DraftSource::Suffix ? "suffix" : "draft_model"; }
+
 const char* draft_sample_name(DraftSample d) { return d == DraftSample::Greedy ? "greedy" : "probabilistic"; }
 
 SpecMethod parse_spec_method(const std::string& s) {
   if (s == "greedy") return SpecMethod::Greedy;
   if (s == "probabilistic") return SpecMethod::Probabilistic;
   if (s == "block") return SpecMethod::Block;
-  throw Error("--spec-method '" + s + "' is not one of greedy, probabilistic, block");
+  throw Error("'" + s + "' is not one of greedy, probabilistic, block");
 }
 
 DraftSample parse_draft_sample(const std::string& s) {
@@ -36,13 +38,28 @@ void resolve_spec_options(SpecOptions* o) {
   DS_CHECK(o->state_rollback == "lanes" || o->state_rollback == "replay",
            "--state-rollback '" + o->state_rollback + "' is not one of lanes, replay");
   if (!o->enabled()) {
-    DS_CHECK(o->state_rollback != "replay", "--state-rollback replay needs --draft-model (it rolls back speculation)");
-    DS_CHECK(o->num_speculative_tokens == 0, "--num-speculative-tokens needs --draft-model");
-    DS_CHECK(o->window == 0, "--spec-window needs --draft-model");
-    DS_CHECK(o->acceptance_length == 0 && o->golden_al_file.empty(),
-             "--spec-acceptance-length and --golden-al need --draft-model");
+    const std::string need = " needs --draft-model or --spec-method suffix";
+    DS_CHECK(o->state_rollback != "replay", "--state-rollback replay" + need + " (it rolls back speculation)");
+    DS_CHECK(o->num_speculative_tokens == 0 && !o->auto_k, "--num-speculative-tokens" + need);
+    DS_CHECK(o->window == 0, "--spec-window" + need);
+    DS_CHECK(o->acceptance_length == 0 && o->golden_al_file.empty(), "--spec-acceptance-length and --golden-al" + need);
     return;
   }
+  if (o->source == DraftSource::Suffix) {
+    DS_CHECK(o->draft_model.empty(), "--spec-method suffix drafts from the session's tokens: it takes no --draft-model");
+    DS_CHECK(o->acceptance_length == 0 && o->golden_al_file.empty(),
+             "--spec-method suffix measures real acceptance: --spec-acceptance-length and --golden-al need --draft-model");
+    const SuffixOptions& x = o->suffix;
+    DS_CHECK(x.max_depth >= 2 && x.max_depth <= 256, "--suffix-max-depth " + std::to_string(x.max_depth) + " is outside [2, 256]");
+    DS_CHECK(x.cache_tokens >= 0 && x.cache_tokens <= (int64_t(1) << 30),
+             "--suffix-cache-tokens " + std::to_string(x.cache_tokens) + " is outside [0, 2^30]");
+    DS_CHECK(x.spec_factor > 0 && std::isfinite(x.spec_factor), "suffix spec factor must be positive");
+    DS_CHECK(x.min_prob >= 0 && x.min_prob <= 1, "suffix min prob must be in [0, 1]");
+  }
+  DS_CHECK(!(o->auto_k && (o->acceptance_length != 0 || !o->golden_al_file.empty())),
+           "--num-speculative-tokens auto chooses K each step: synthetic acceptance needs a fixed K");
+  if (o->auto_k && o->num_speculative_tokens == 0)
+    o->num_speculative_tokens = o->has_draft_model() ? kAutoDraftModelTokens : kMaxSpeculativeTokens;
   const int k = o->num_speculative_tokens;
   DS_CHECK(k >= 1 && k <= kMaxSpeculativeTokens, "--num-speculative-tokens " + std::to_string(k) + " is outside [1, " +
                                                      std::to_string(kMaxSpeculativeTokens) + "]");

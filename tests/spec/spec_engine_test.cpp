@@ -260,5 +260,125 @@ TEST(SpecEngine, SeededSamplingRepeatsWhateverTheBatch) {
   }
 }
 
+// ---- suffix drafting and --num-speculative-tokens auto (spec/suffix_proposer.h, spec/draft_length.h)
+
+SpecOptions suffix_of(int k, bool auto_k, const char* rollback = "lanes") {
+  SpecOptions s;
+  s.source = DraftSource::Suffix;
+  s.num_speculative_tokens = k;
+  s.auto_k = auto_k;
+  s.method = SpecMethod::Block;
+  s.state_rollback = rollback;
+  resolve_spec_options(&s);
+  return s;
+}
+
+TEST(SuffixEngine, GreedyBitIdenticalWithSuffixAndAuto) {
+  // The mixed batch (prefill chunks beside verify rounds, sequences ending at different steps):
+  // suffix drafting at fixed K and under auto, and auto over a draft model, all give plain
+  // greedy's tokens. Tiny random models fall into loops, which the tries find.
+  const std::string target = hybrid_target();
+  const Workload w = mixed_workload(512);
+  const Outcome plain = run(target, base_config(), w);
+  struct Case {
+    const char* name;
+    SpecOptions spec;
+  };
+  SpecOptions draft_auto = spec_of(hybrid_twin(), 0, "replay");
+  draft_auto.auto_k = true;
+  resolve_spec_options(&draft_auto);
+  for (const Case& k : {Case{"suffix K 3", suffix_of(3, false)}, Case{"suffix K 8 replay", suffix_of(8, false, "replay")},
+                        Case{"suffix auto", suffix_of(0, true)}, Case{"draft auto", draft_auto}}) {
+    SCOPED_TRACE(k.name);
+    EngineConfig c = base_config();
+    c.spec = k.spec;
+    const Outcome o = run(target, c, w);
+    ASSERT_EQ(o.tokens, plain.tokens);
+    EXPECT_GT(o.drafted, 0);
+    EXPECT_GT(o.accepted, 0);
+  }
+}
+
+TEST(SuffixEngine, PrefixCacheAcrossTurnsSameTokens) {
+  // Each turn resends the history with the last answer: the per-request trie finds the quoted
+  // answer, and the prefix cache (decode snapshots on) resumes; tokens stay those of the plain
+  // cache-on engine.
+  const std::string target = hybrid_target();
+  auto session = [&](const SpecOptions* spec) {
+    EngineConfig c = base_config();
+    c.num_kv_blocks = 64;
+    c.prefix.enabled = true;
+    c.prefix.decode_snapshots = true;
+    if (spec) c.spec = *spec;
+    Engine engine(Model::load(target, 2), c);
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < 90; ++t) prompt.push_back(int32_t((t * 13 + 7) % 500));
+    std::vector<std::vector<int32_t>> outs;
+    int accepted = 0;
+    for (int turn = 0; turn < 3; ++turn) {
+      // A second request beside each turn, so verify rounds share steps with another sequence.
+      auto s = engine.submit(testing::greedy_request(prompt, 75));
+      auto side = engine.submit(testing::greedy_request(std::vector<int32_t>(prompt.begin(), prompt.begin() + 40), 30));
+      const auto got = collect(*s);
+      collect(*side);
+      outs.push_back(got.tokens);
+      accepted += s->accepted_prediction_tokens();
+      prompt.insert(prompt.end(), got.tokens.begin(), got.tokens.end());
+      for (int t = 0; t < 20; ++t) prompt.push_back(int32_t((t * 29 + turn) % 500));
+    }
+    return std::pair{outs, accepted};
+  };
+  const auto [plain, none] = session(nullptr);
+  for (bool auto_k : {false, true}) {
+    const SpecOptions spec = suffix_of(7, auto_k);
+    const auto [got, accepted] = session(&spec);
+    EXPECT_EQ(got, plain) << (auto_k ? "auto" : "K 7");
+    EXPECT_GT(accepted, 0);
+  }
+}
+
+TEST(SuffixEngine, BundledDeltacoderBitIdentical) {
+  const std::string target = std::string(DS_SOURCE_DIR) + "/models/deltacoder";
+  const Workload w = mixed_workload(4096);
+  EngineConfig base = base_config();
+  base.max_model_len = 1024;
+  base.num_kv_blocks = 48;
+  const Outcome plain = run(target, base, w);
+  for (bool auto_k : {false, true}) {
+    EngineConfig c = base;
+    c.spec = suffix_of(8, auto_k, auto_k ? "lanes" : "replay");
+    const Outcome o = run(target, c, w);
+    EXPECT_EQ(o.tokens, plain.tokens) << (auto_k ? "auto" : "K 8");
+    EXPECT_GT(o.accepted, 0);
+  }
+}
+
+TEST(SuffixEngine, AutoTakesNoDraftWhenRowsAreExpensiveAndDraftsWhenCheap) {
+  // The test hook scales what the start-up calibration measured for rows beyond a step's first.
+  const std::string target = hybrid_target();
+  const Workload w = mixed_workload(512);
+  const Outcome plain = run(target, base_config(), w);
+  for (bool suffix : {false, true}) {
+    for (double scale : {1e6, 0.0}) {
+      SCOPED_TRACE(std::string(suffix ? "suffix" : "draft model") + " scale " + std::to_string(scale));
+      EngineConfig c = base_config();
+      if (suffix) {
+        c.spec = suffix_of(0, true);
+      } else {
+        c.spec = spec_of(hybrid_twin(), 0);
+        c.spec.auto_k = true;
+        resolve_spec_options(&c.spec);
+      }
+      c.spec.test_row_cost_scale = scale;
+      const Outcome o = run(target, c, w);
+      EXPECT_EQ(o.tokens, plain.tokens);
+      if (scale > 1)
+        EXPECT_EQ(o.drafted, 0) << "verify rows cost more than any token is worth";
+      else
+        EXPECT_GT(o.drafted, 0) << "free verify rows are always worth a plausible token";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ds::test

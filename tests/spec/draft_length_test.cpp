@@ -1,0 +1,109 @@
+// --num-speculative-tokens auto's parts: the step-cost curve, per-position acceptance, and the
+// choice of draft lengths, which must be the best of every assignment (exhaustive check), take
+// nothing when verify rows are made expensive (the test hook) and something when they are cheap.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "spec/draft_length.h"
+
+namespace ds {
+namespace {
+
+StepCostModel flat_then_linear() {
+  // Bandwidth-bound to 8 rows, then 0.1 ms per row.
+  StepCostModel m;
+  m.calibrate({{1, 1e-3}, {8, 1.05e-3}, {16, 1.85e-3}, {64, 6.65e-3}});
+  return m;
+}
+
+TEST(StepCostModel, InterpolatesExtrapolatesAndFollowsObservations) {
+  StepCostModel m = flat_then_linear();
+  EXPECT_NEAR(m.cost(1), 1e-3, 1e-12);
+  EXPECT_NEAR(m.cost(12), 1.45e-3, 1e-9);
+  EXPECT_NEAR(m.cost(128), 6.65e-3 + 64 * 0.1e-3, 1e-9);
+  for (int i = 0; i < 200; ++i) m.observe(16, 2 * 1.85e-3);  // steps run twice as slow as measured
+  EXPECT_NEAR(m.ratio(), 2.0, 0.01);
+  EXPECT_NEAR(m.cost(8), 2 * 1.05e-3, 1e-5);
+  m.set_row_cost_scale(0);
+  EXPECT_NEAR(m.cost(1, 63), m.cost(1), 1e-12) << "scale 0: draft rows are free";
+  m.set_row_cost_scale(10);
+  EXPECT_NEAR(m.cost(16, 8) - m.cost(16), 10 * (m.cost(24) - m.cost(16)) / 1.0, 1e-6) << "only the draft rows are scaled";
+  StepCostModel noisy;
+  noisy.calibrate({{4, 2e-3}, {1, 1e-3}, {8, 1.5e-3}});  // out of order, and a slow outlier at 4
+  EXPECT_GT(noisy.cost(8), noisy.cost(4));
+  EXPECT_LE(noisy.cost(4), 1.5e-3) << "the outlier is lowered to the bigger step's time";
+  EXPECT_GT(noisy.cost(2), noisy.cost(1)) << "a row is never free";
+}
+
+TEST(AcceptanceModel, LearnsPerPositionRatesTowardsThePrior) {
+  AcceptanceModel a(4);
+  AcceptanceModel::Counts good = a.fresh(), bad = a.fresh();
+  std::vector<double> alpha;
+  a.estimate(good, &alpha);
+  for (double x : alpha) EXPECT_NEAR(x, 0.5, 1e-9) << "no rounds yet: the Beta(1, 1) prior";
+  for (int r = 0; r < 50; ++r) a.observe(good, 4, 4);
+  a.estimate(good, &alpha);
+  for (double x : alpha) EXPECT_GT(x, 0.9);
+  for (int r = 0; r < 50; ++r) a.observe(bad, 4, 0);
+  a.estimate(bad, &alpha);
+  EXPECT_LT(alpha[0], 0.2) << "the first position is always rejected";
+  // Positions after a rejection were never tested: they keep the server-wide estimate.
+  EXPECT_GT(alpha[1], 0.5);
+}
+
+double rate(const std::vector<DraftCandidate>& seqs, const std::vector<int>& k, int base, const StepCostModel& m) {
+  double tokens = 0;
+  int extra = 0, max_k = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    double cum = 1;
+    tokens += 1;
+    for (int j = 0; j < k[i]; ++j) tokens += (cum *= seqs[i].alpha[size_t(j)]);
+    extra += k[i];
+    max_k = std::max(max_k, k[i]);
+  }
+  return tokens / (m.cost(base, extra) + m.draft_cost() * max_k);
+}
+
+TEST(DraftLength, ChoiceIsTheBestAssignment) {
+  const StepCostModel m = flat_then_linear();
+  std::vector<DraftCandidate> seqs = {{4, {0.9, 0.8, 0.6, 0.3}}, {3, {0.5, 0.5, 0.5}}, {4, {0.95, 0.95, 0.9, 0.9}}};
+  for (int base : {3, 20}) {
+    const DraftChoice c = choose_draft_lengths(seqs, base, m);
+    double best = 0;
+    std::vector<int> k(seqs.size());
+    std::function<void(size_t)> all = [&](size_t i) {
+      if (i == seqs.size()) {
+        best = std::max(best, rate(seqs, k, base, m));
+        return;
+      }
+      for (k[i] = 0; k[i] <= seqs[i].max_k; ++k[i]) all(i + 1);
+    };
+    all(0);
+    EXPECT_NEAR(rate(seqs, c.k, base, m), best, best * 1e-9) << "base rows " << base;
+    EXPECT_NEAR(c.expected_tokens / c.seconds, best, best * 1e-9);
+  }
+}
+
+TEST(DraftLength, ExpensiveRowsTakeNothingCheapRowsTakeAll) {
+  StepCostModel m = flat_then_linear();
+  std::vector<DraftCandidate> seqs(8, DraftCandidate{6, {0.7, 0.7, 0.7, 0.7, 0.7, 0.7}});
+  m.set_row_cost_scale(1000);
+  for (int k : choose_draft_lengths(seqs, 8, m).k) EXPECT_EQ(k, 0);
+  m.set_row_cost_scale(0);
+  for (int k : choose_draft_lengths(seqs, 8, m).k) EXPECT_EQ(k, 6);
+  // As measured: one sequence in a bandwidth-bound step drafts; in a step of 64 busy rows
+  // (16 tokens for 6.65 ms) a row costs 0.1 ms, more than a 0.2 chance of a token is worth.
+  m.set_row_cost_scale(1);
+  EXPECT_GT(choose_draft_lengths({seqs[0]}, 1, m).k[0], 0);
+  std::vector<DraftCandidate> weak(16, DraftCandidate{6, {0.2, 0.2, 0.2, 0.2, 0.2, 0.2}});
+  for (int k : choose_draft_lengths(weak, 64, m).k) EXPECT_EQ(k, 0);
+  // A draft model's forwards cost per position: expensive ones shorten the rounds.
+  StepCostModel d = flat_then_linear();
+  const int free_k = choose_draft_lengths({seqs[0]}, 1, d).k[0];
+  d.set_draft_cost(2e-3);
+  EXPECT_LT(choose_draft_lengths({seqs[0]}, 1, d).k[0], free_k);
+}
+
+}  // namespace
+}  // namespace ds
