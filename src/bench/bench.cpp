@@ -62,7 +62,7 @@ json options_json(const BenchOptions& o, int concurrency, const Workload& w) {
             {"failed_request_threshold", o.validity.failed_request_threshold},
             {"min_observations", o.validity.min_observations},
             {"scale", o.scale},
-            {"ignore_eos", true},
+            {"ignore_eos", o.synthetic != "agentic-edit"},
             {"stream", true}};
   if (o.temperature) j["temperature"] = *o.temperature;
   j["workload"] = {{"source", w.source},
@@ -70,7 +70,11 @@ json options_json(const BenchOptions& o, int concurrency, const Workload& w) {
                    {"block_size", w.block_size},
                    {"sessions", w.sessions.size()},
                    {"requests", count_requests(w)}};
-  if (!o.synthetic.empty()) {
+  if (o.synthetic == "agentic-edit") {
+    const AgenticEditConfig& e = o.edit_cfg;
+    j["workload"]["synthetic"] = {{"generator", o.synthetic}, {"corpus", e.corpus},       {"turns", e.turns},
+                                  {"max_tokens", e.max_tokens}, {"file_chars", e.file_chars}, {"seed", e.seed}};
+  } else if (!o.synthetic.empty()) {
     const SyntheticConfig& s = o.synthetic_cfg;
     j["workload"]["synthetic"] = {{"generator", o.synthetic},
                                   {"seed", s.seed},
@@ -113,9 +117,22 @@ void print_summary(const std::vector<PointOutcome>& points) {
 int run_bench(const BenchOptions& o) {
   DS_CHECK(!o.concurrency.empty(), "--concurrency needs at least one value");
   DS_CHECK(o.ranks >= 1, "--ranks must be at least 1");
-  WorkloadSpec spec{o.trace_path, o.trace_format, o.synthetic, o.synthetic_cfg, o.block_size, o.scale};
-  const Workload workload = make_workload(spec);
-  spdlog::info("bench: workload {}: {} session trees, {} requests, block size {}", workload.source,
+  // agentic-edit is closed-loop text (bench/agentic_edit.h), not a replay of token counts.
+  const bool edit = o.synthetic == "agentic-edit";
+  std::optional<AgenticEdit> editor;
+  Workload workload;
+  if (edit) {
+    editor.emplace(o.edit_cfg, load_edit_files(o.edit_cfg.corpus));
+    workload.source = o.edit_cfg.corpus;
+    workload.format = "synthetic:agentic-edit";
+  } else {
+    WorkloadSpec spec{o.trace_path, o.trace_format, o.synthetic, o.synthetic_cfg, o.block_size, o.scale};
+    workload = make_workload(spec);
+  }
+  if (edit)
+    spdlog::info("bench: workload agentic-edit: {} held-out files of {}, {} turns a session, replies up to {} tokens",
+                 editor->num_files(), o.edit_cfg.corpus, o.edit_cfg.turns, o.edit_cfg.max_tokens);
+  else spdlog::info("bench: workload {}: {} session trees, {} requests, block size {}", workload.source,
                workload.sessions.size(), count_requests(workload), workload.block_size);
 
   const HttpTarget target = HttpTarget::parse(o.url);
@@ -134,19 +151,25 @@ int run_bench(const BenchOptions& o) {
 
   std::optional<Tokenizer> tokenizer;
   if (!o.tokenizer_path.empty()) tokenizer = Tokenizer::load(o.tokenizer_path);
-  DS_CHECK(o.endpoint != Endpoint::chat || tokenizer,
+  DS_CHECK(o.endpoint != Endpoint::chat || tokenizer || edit,
            "--endpoint chat needs --tokenizer PATH (the served model's tokenizer.json)");
   int64_t vocab = o.vocab_size;
   if (vocab <= 0)
     if (const json* v = find_key(models, "vocab_size"); v && v->is_number_integer())
       vocab = v->get<int64_t>();
   if (vocab <= 0 && tokenizer) vocab = tokenizer->vocab_size();
-  DS_CHECK(vocab > 0 || o.endpoint == Endpoint::chat,
+  DS_CHECK(vocab > 0 || o.endpoint == Endpoint::chat || edit,
            "cannot tell the served vocabulary size: /v1/models does not say; pass --vocab-size N "
            "or --tokenizer PATH");
+  if (editor)
+    if (const json* v = find_key(models, "max_model_len"); v && v->is_number_integer()) {
+      AgenticEditConfig ec = editor->config();
+      ec.context_limit = v->get<int64_t>();
+      editor.emplace(ec, load_edit_files(ec.corpus));
+    }
   std::unique_ptr<ChatText> chat;
   TokenRange range = TokenRange::for_vocab(std::max<int64_t>(vocab, 32));
-  if (o.endpoint == Endpoint::chat) {
+  if (o.endpoint == Endpoint::chat && !edit) {
     chat = std::make_unique<ChatText>(*tokenizer);
     range = {0, chat->word_count()};  // prompt ids index the chat word list
   }
@@ -175,11 +198,13 @@ int run_bench(const BenchOptions& o) {
     lc.play_namespace = mix64(run_nonce, point);
     const auto origin = Clock::now();
     sc.origin = origin;
-    Replay replay(workload, tokens, lc, openai_sender_factory(sc), origin);
     spdlog::info("bench: concurrency {} for {} s against {} ({})", conc, lc.duration_s, o.url, model);
     MetricSamples before;
     ReplayOutput out;
-    {
+    if (edit) {
+      out = editor->run(sc, lc, [&] { before = probe.metrics(); });
+    } else {
+      Replay replay(workload, tokens, lc, openai_sender_factory(sc), origin);
       ProgressPrinter progress(replay, "c=" + std::to_string(conc), lc.duration_s,
                                o.progress_interval_s);
       // The window's opening scrape, taken just before the first measured request goes out.

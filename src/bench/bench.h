@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/agentic_edit.h"
 #include "bench/lanes.h"
 #include "bench/metrics.h"
 #include "bench/openai_sender.h"
@@ -21,8 +22,9 @@ struct BenchOptions {
   // Workload: a trace file, or a synthetic generator.
   std::string trace_path;
   std::string trace_format = "auto";  // auto | mooncake | agentic
-  std::string synthetic;              // "" or "agentic-code"
+  std::string synthetic;              // "", "agentic-code" or "agentic-edit"
   SyntheticConfig synthetic_cfg;
+  AgenticEditConfig edit_cfg;         // --synthetic agentic-edit
   int64_t block_size = 0;  // 0: the format's own (Mooncake 512, agentic traces' block_size)
   double scale = 1.0;
   int64_t vocab_size = 0;  // 0: from /v1/models or the tokenizer

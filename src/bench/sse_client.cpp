@@ -101,6 +101,9 @@ StreamResult post_stream(httplib::Client& client, const StreamRequest& req,
     if (auto c = j.find("choices"); c != j.end() && c->is_array() && !c->empty()) {
       const json& choice = (*c)[0];
       if (carries_text(choice)) r.chunk_s.push_back(now);
+      if (auto t = choice.find("text"); t != choice.end() && t->is_string()) r.text += t->get_ref<const std::string&>();
+      if (auto d = choice.find("delta"); d != choice.end() && d->is_object())
+        if (auto t = d->find("content"); t != d->end() && t->is_string()) r.text += t->get_ref<const std::string&>();
       if (auto f = choice.find("finish_reason"); f != choice.end() && f->is_string())
         r.finish_reason = f->get<std::string>();
     }

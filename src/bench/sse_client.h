@@ -43,6 +43,7 @@ struct StreamResult {
   int64_t completion_tokens = -1;
   int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens
   std::string finish_reason;
+  std::string text;  // the generated text (completions' text, chat deltas' content), joined
 };
 
 struct StreamRequest {

@@ -48,8 +48,10 @@ void setup(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace-format", o->trace_format, "auto, mooncake or agentic")
       ->check(CLI::IsMember({"auto", "mooncake", "agentic"}))
       ->capture_default_str();
-  auto* syn = cmd->add_option("--synthetic", o->synthetic, "synthetic workload: agentic-code")
-                  ->check(CLI::IsMember({"agentic-code"}));
+  auto* syn = cmd->add_option("--synthetic", o->synthetic,
+                              "synthetic workload: agentic-code (token counts, replayed) or agentic-edit (real files, "
+                              "closed-loop chat: the model's own replies)")
+                  ->check(CLI::IsMember({"agentic-code", "agentic-edit"}));
   trace->excludes(syn);
   cmd->add_option("--block-size", o->block_size,
                   "tokens per trace hash id (default: Mooncake 512, the agentic trace's own, synthetic 64)");
@@ -112,11 +114,20 @@ void setup(CLI::App& app, int& exit_code) {
                   "synthetic: chance a turn forks a subagent")
       ->capture_default_str();
 
+  bench::AgenticEditConfig& e = o->edit_cfg;
+  cmd->add_option("--edit-corpus", e.corpus, "agentic-edit: corpus.json naming the held-out source files")
+      ->capture_default_str();
+  cmd->add_option("--edit-turns", e.turns, "agentic-edit: requests per session")->capture_default_str();
+  cmd->add_option("--edit-max-tokens", e.max_tokens, "agentic-edit: most tokens per reply")->capture_default_str();
+  cmd->add_option("--edit-file-chars", e.file_chars, "agentic-edit: characters of a file a tool result carries")
+      ->capture_default_str();
+
   cmd->callback([o, concurrency, endpoint, temperature, &exit_code] {
     o->concurrency = parse_int_list(*concurrency, "--concurrency");
     o->endpoint = *endpoint == "chat" ? bench::Endpoint::chat : bench::Endpoint::completions;
     if (*temperature >= 0) o->temperature = *temperature;
     o->synthetic_cfg.seed = o->load.seed;
+    o->edit_cfg.seed = o->load.seed;
     exit_code = bench::run_bench(*o);
   });
 }

@@ -260,7 +260,7 @@ void EngineLoop::step() {
   StepSample s;
   for (int p = 0; p < kStepPhases; ++p) s.phase[p] = secs(mark[p], mark[p + 1]);
   // Suffix proposals and auto's choice ran before the schedule: they count as drafting.
-  const double proposing = secs(mark[0], t_proposed);
+  const double proposing = proposer_ || cost_ ? secs(mark[0], t_proposed) : 0.0;
   s.phase[PhaseSchedule] -= proposing;
   s.phase[PhaseDraft] += proposing;
   s.forward = model_->last_profile();

@@ -79,11 +79,20 @@ void AcceptanceModel::observe(Counts& seq, int k, int accepted) {
 }
 
 void AcceptanceModel::estimate(const Counts& seq, std::vector<double>* alpha) const {
+  // A position nobody has drafted yet takes its prior from the position before it: conditional
+  // acceptance changes slowly along a round, and a flat 1/2 would price position j + 1 so low
+  // that it is never drafted, so never learnt.
   alpha->resize(size_t(max_k_));
+  double g_prev = 0.5, a_prev = 0.5;
   for (int j = 0; j < max_k_; ++j) {
-    const double g = (double(global_.accepted[size_t(j)]) + 1.0) / (double(global_.reached[size_t(j)]) + 2.0);
-    (*alpha)[size_t(j)] =
-        (double(seq.accepted[size_t(j)]) + kPriorWeight * g) / (double(seq.reached[size_t(j)]) + kPriorWeight);
+    const double g = (double(global_.accepted[size_t(j)]) + kPriorWeight * g_prev) /
+                     (double(global_.reached[size_t(j)]) + kPriorWeight);
+    // The sequence's own count, drawn towards the server's estimate at j and its own at j - 1.
+    const double prior = j == 0 ? g : 0.5 * (g + a_prev);
+    const double a = (double(seq.accepted[size_t(j)]) + kPriorWeight * prior) / (double(seq.reached[size_t(j)]) + kPriorWeight);
+    (*alpha)[size_t(j)] = a;
+    g_prev = g;
+    a_prev = a;
   }
 }
 

@@ -46,8 +46,10 @@ class StepCostModel {
 };
 
 // Per-position acceptance: a_j = P(position j accepted | positions before it were), counted with
-// exponential decay per sequence (recent rounds matter most) and drawn towards the server-wide
-// estimate (a Beta(1, 1) prior on it) while a sequence has few rounds.
+// exponential decay per sequence (recent rounds matter most). While counts are few, a position is
+// drawn towards the one before it (the server-wide count at j towards the server's a_{j-1}, a
+// Beta(1, 1) prior at the first; a sequence's towards the server's a_j and its own a_{j-1}), so a
+// position never drafted is priced like its neighbour and gets tried.
 class AcceptanceModel {
  public:
   explicit AcceptanceModel(int max_k);

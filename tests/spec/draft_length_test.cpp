@@ -48,8 +48,18 @@ TEST(AcceptanceModel, LearnsPerPositionRatesTowardsThePrior) {
   for (int r = 0; r < 50; ++r) a.observe(bad, 4, 0);
   a.estimate(bad, &alpha);
   EXPECT_LT(alpha[0], 0.2) << "the first position is always rejected";
-  // Positions after a rejection were never tested: they keep the server-wide estimate.
-  EXPECT_GT(alpha[1], 0.5);
+  // Positions after a rejection were never tested: between the sequence's own first position
+  // and the server-wide estimate there (high, from the good sequence).
+  EXPECT_GT(alpha[1], alpha[0]);
+  EXPECT_LT(alpha[1], 0.9);
+  // A server that has only ever drafted one position prices the next like it, not at 1/2.
+  AcceptanceModel one(4);
+  AcceptanceModel::Counts s = one.fresh();
+  for (int r = 0; r < 100; ++r) one.observe(s, 1, 1);
+  AcceptanceModel::Counts fresh = one.fresh();
+  one.estimate(fresh, &alpha);
+  EXPECT_GT(alpha[0], 0.9);
+  EXPECT_GT(alpha[1], 0.9) << "position 2 was never drafted: its prior is position 1's rate";
 }
 
 double rate(const std::vector<DraftCandidate>& seqs, const std::vector<int>& k, int base, const StepCostModel& m) {
