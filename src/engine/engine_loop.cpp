@@ -36,6 +36,10 @@ double thread_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+// What n rows starting at position `start` attend, in thousands of tokens (the cost model's
+// context term: attention reads every earlier position once per row).
+double attention_work(int start, int n) { return double(n) * (double(start) + 0.5 * double(n + 1)) * 1e-3; }
+
 // An emitted_ entry for a row whose constraint allowed no token.
 constexpr int32_t kNoToken = -1;
 
@@ -284,7 +288,13 @@ void EngineLoop::step() {
     for (int32_t k : plan.spec_k) max_k = std::max(max_k, int(k));
     if (max_k > 0) metrics_.spec_verify_seconds->Increment(s.phase[PhaseForward] + s.phase[PhaseSample]);
     if (cost_) {
-      cost_->observe(s.rows, s.phase[PhaseForward] + s.phase[PhaseSample]);
+      double work = 0;
+      for (const SeqChunk& c : plan.chunks) work += attention_work(c.start_pos, c.num_tokens);
+      // The whole step but drafting (modelled per position): per-step work outside the forward
+      // (accepting, streaming, finishing) is what a token saves when rounds commit several.
+      cost_->observe(s.rows, work, s.wall - s.phase[PhaseDraft]);
+      metrics_.spec_cost_offset->Set(cost_->offset());
+      metrics_.spec_cost_context->Set(cost_->slope());
       if (drafter_) cost_->observe_draft(max_k, s.phase[PhaseDraft] - proposing);
     }
   }
@@ -296,16 +306,21 @@ void EngineLoop::plan_drafts() {
   const int K = cfg_.spec.num_speculative_tokens;
   candidates_.clear();
   candidate_seqs_.clear();
+  // The step as it would be without speculation: its rows, and the context they attend.
   int base_rows = 0;
+  double base_work = 0;
   for (const auto& up : scheduler_->running()) {
     Sequence* s = up.get();
     s->proposal.clear();
     s->spec_budget = 0;
     if (s->pending() != 1) {
-      base_rows += s->pending();  // a prefill: up to the step's budget (capped below)
+      const int n = std::min(s->pending(), cfg_.max_num_batched_tokens);
+      base_rows += n;  // a prefill: up to the step's budget (the total is capped below)
+      base_work += attention_work(s->num_computed, n);
       continue;
     }
     ++base_rows;
+    base_work += attention_work(s->num_computed, 1);
     if (s->req.processes_logits()) continue;  // constrained and penalised rows never speculate
     int max_k = K;
     if (proposer_) {
@@ -319,6 +334,7 @@ void EngineLoop::plan_drafts() {
       if (s->acceptance.reached.empty()) s->acceptance = acceptance_->fresh();
       DraftCandidate c;
       c.max_k = max_k;
+      c.context = attention_work(s->num_computed, 1);
       acceptance_->estimate(s->acceptance, &c.alpha);
       candidates_.push_back(std::move(c));
       candidate_seqs_.push_back(s);
@@ -326,7 +342,7 @@ void EngineLoop::plan_drafts() {
   }
   if (!cost_) return;
   const DraftChoice choice =
-      choose_draft_lengths(candidates_, std::min(base_rows, cfg_.max_num_batched_tokens), *cost_);
+      choose_draft_lengths(candidates_, std::min(base_rows, cfg_.max_num_batched_tokens), base_work, *cost_);
   for (size_t i = 0; i < candidate_seqs_.size(); ++i) candidate_seqs_[i]->spec_budget = choice.k[i];
 }
 

@@ -111,6 +111,10 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
   spec_predicted_accepted_tokens =
       counter("deltaserve:spec_predicted_accepted_tokens_total",
               "Draft tokens the auto cost model expected to be accepted (against spec_accepted_tokens_total)");
+  spec_cost_offset = gauge("deltaserve:spec_cost_offset_seconds",
+                           "auto's step-cost model: seconds a step takes beyond the rows measured at start-up");
+  spec_cost_context = gauge("deltaserve:spec_cost_context_seconds_per_ktoken",
+                            "auto's step-cost model: seconds per thousand tokens of context the step's rows attend");
   spec_no_proposal = counter("deltaserve:spec_no_proposal_total", "Decoding sequences whose suffix tries proposed nothing");
   step_seconds_total = counter("deltaserve:step_seconds_total", "Seconds of step time, every step");
   logits_processing_seconds = counter("deltaserve:logits_processing_seconds_total",

@@ -58,6 +58,8 @@ class EngineMetrics {
   prometheus::Histogram* spec_chosen_draft_tokens;        // K chosen per decoding sequence and step
   prometheus::Counter* spec_predicted_accepted_tokens;    // the cost model's expected accepted tokens
   prometheus::Counter* spec_no_proposal;                  // suffix rounds where no trie matched
+  prometheus::Gauge* spec_cost_offset;                    // the cost model's online fit: seconds per step
+  prometheus::Gauge* spec_cost_context;                   // and seconds per thousand tokens attended
   // Logit processing (engine/logit_processor.h): its time, and the tokens drawn under a constraint.
   prometheus::Counter* logits_processing_seconds;
   prometheus::Counter* constrained_tokens;

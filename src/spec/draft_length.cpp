@@ -18,7 +18,7 @@ void StepCostModel::calibrate(std::vector<std::pair<int, double>> points) {
     points[i].second = std::max(points[i].second, points[i - 1].second + 1e-3 * points[0].second *
                                                                               double(points[i].first - points[i - 1].first));
   points_ = std::move(points);
-  ratio_ = 1.0;
+  n_ = sw_ = sr_ = sww_ = swr_ = offset_ = slope_ = 0;
 }
 
 double StepCostModel::measured(int rows) const {
@@ -41,18 +41,26 @@ double StepCostModel::measured(int rows) const {
   return c1 + slope * double(rows - r1);
 }
 
-double StepCostModel::cost(int base_rows, int extra_rows) const {
+double StepCostModel::cost(int base_rows, double base_work, int extra_rows, double extra_work) const {
   const int base = std::max(base_rows, 1);
   const double b = measured(base);
-  return ratio_ * (b + scale_ * (measured(base + std::max(extra_rows, 0)) - b));
+  const double extra = measured(base + std::max(extra_rows, 0)) - b + slope_ * std::max(extra_work, 0.0);
+  return std::max(b + offset_ + slope_ * std::max(base_work, 0.0), 0.1 * b) + scale_ * extra;
 }
 
-void StepCostModel::observe(int rows, double seconds) {
-  if (points_.empty() || rows < 1 || !(seconds > 0)) return;
-  const double predicted = measured(rows);
-  if (!(predicted > 0)) return;
-  // Slow enough to ignore one outlier step, quick enough to follow a context that grows.
-  ratio_ = 0.95 * ratio_ + 0.05 * std::clamp(seconds / predicted, 0.1, 10.0);
+void StepCostModel::observe(int rows, double work, double seconds) {
+  if (points_.empty() || rows < 1 || !(seconds > 0) || !(work >= 0)) return;
+  const double r = seconds - measured(rows);
+  n_ = kForget * n_ + 1;
+  sw_ = kForget * sw_ + work;
+  sr_ = kForget * sr_ + r;
+  sww_ = kForget * sww_ + work * work;
+  swr_ = kForget * swr_ + work * r;
+  const double mw = sw_ / n_, mr = sr_ / n_;
+  const double var = sww_ / n_ - mw * mw;
+  // Attention never makes a step cheaper: a negative slope (noise) is read as none.
+  slope_ = var > 1e-12 ? std::max(0.0, (swr_ / n_ - mw * mr) / var) : 0.0;
+  offset_ = mr - slope_ * mw;
 }
 
 void StepCostModel::observe_draft(int positions, double seconds) {
@@ -96,7 +104,8 @@ void AcceptanceModel::estimate(const Counts& seq, std::vector<double>* alpha) co
   }
 }
 
-DraftChoice choose_draft_lengths(const std::vector<DraftCandidate>& seqs, int base_rows, const StepCostModel& cost) {
+DraftChoice choose_draft_lengths(const std::vector<DraftCandidate>& seqs, int base_rows, double base_work,
+                                 const StepCostModel& cost) {
   struct Gain {
     double g;
     int seq, pos;
@@ -118,14 +127,16 @@ DraftChoice choose_draft_lengths(const std::vector<DraftCandidate>& seqs, int ba
   std::vector<int> k(seqs.size(), 0);
   int max_k = 0;
   size_t best_n = 0;
-  double best_seconds = cost.cost(base_rows, 0);
+  double best_seconds = cost.cost(base_rows, base_work, 0, 0);
+  double extra_work = 0;
   double best_rate = tokens / best_seconds, best_tokens = tokens;
   for (size_t n = 1; n <= gains.size(); ++n) {
     const Gain& x = gains[n - 1];
     tokens += x.g;
     k[size_t(x.seq)] = x.pos + 1;
     max_k = std::max(max_k, x.pos + 1);
-    const double seconds = cost.cost(base_rows, int(n)) + cost.draft_cost() * double(max_k);
+    extra_work += seqs[size_t(x.seq)].context;
+    const double seconds = cost.cost(base_rows, base_work, int(n), extra_work) + cost.draft_cost() * double(max_k);
     const double rate = tokens / seconds;
     if (rate > best_rate * (1.0 + 1e-9)) {
       best_rate = rate;

@@ -18,29 +18,43 @@
 
 namespace ds {
 
-// Seconds of one step as a function of its rows: measured at start-up over verify-shaped steps,
-// interpolated, and scaled online by the running ratio of observed to predicted step times.
+// Seconds of one step. Two parts:
+//   rows     measured at start-up over verify-shaped steps at short contexts (the matmuls, the
+//            LM head, the per-token recurrence and the fork-joins: what a row costs anywhere),
+//            interpolated between the sizes timed;
+//   context  what start-up could not see: attention over each row's context (and a prefill
+//            chunk's), fitted online as offset + slope x work by least squares with forgetting
+//            over the residuals of observed steps, where work is the sum over rows of the
+//            context a row attends (in thousands of tokens).
+// A draft row then costs its share of the row curve plus the slope times its own context; a
+// long prefill beside it makes the step dearer without making the draft row dearer, which a
+// single scale factor on the whole curve would get wrong.
 class StepCostModel {
  public:
   // (rows, seconds) ascending in rows, at least one point.
   void calibrate(std::vector<std::pair<int, double>> points);
-  void observe(int rows, double seconds);
-  double cost(int rows) const { return cost(rows, 0); }
-  // A step of base_rows plus extra_rows draft tokens to verify.
-  double cost(int base_rows, int extra_rows) const;
+  void observe(int rows, double work, double seconds);
+  double cost(int rows) const { return cost(rows, 0, 0, 0); }
+  // A step of base_rows (attending base_work) plus extra_rows draft tokens (attending extra_work).
+  double cost(int base_rows, double base_work, int extra_rows, double extra_work) const;
   // The draft model's seconds per draft position (its forwards per round are positions + 1).
   void set_draft_cost(double s) { draft_cost_ = s; }
   void observe_draft(int positions, double seconds);
   double draft_cost() const { return draft_cost_; }
-  // Test hook: draft rows (the extra rows of cost(base, extra)) cost `scale` times what was measured.
+  // Test hook: draft rows cost `scale` times what was measured.
   void set_row_cost_scale(double scale) { scale_ = scale; }
   const std::vector<std::pair<int, double>>& points() const { return points_; }
-  double ratio() const { return ratio_; }
+  double offset() const { return offset_; }
+  double slope() const { return slope_; }
+
+  static constexpr double kForget = 0.98;  // per observed step: about the last 50 count
 
  private:
   double measured(int rows) const;
   std::vector<std::pair<int, double>> points_;
-  double ratio_ = 1.0;
+  // Running sums of the residual fit (weights decay by kForget per observation).
+  double n_ = 0, sw_ = 0, sr_ = 0, sww_ = 0, swr_ = 0;
+  double offset_ = 0, slope_ = 0;
   double draft_cost_ = 0;
   double scale_ = 1.0;
 };
@@ -72,6 +86,7 @@ class AcceptanceModel {
 struct DraftCandidate {
   int max_k = 0;               // the most this sequence may draft (its proposal, its budget)
   std::vector<double> alpha;   // a_1..a_max_k
+  double context = 0;          // thousands of tokens a draft row of this sequence attends
 };
 
 struct DraftChoice {
@@ -81,7 +96,9 @@ struct DraftChoice {
   double seconds = 0;          // the modelled step time
 };
 
-// base_rows: the step's rows without speculation (one per decoding sequence, prefill tokens).
-DraftChoice choose_draft_lengths(const std::vector<DraftCandidate>& seqs, int base_rows, const StepCostModel& cost);
+// base_rows / base_work: the step without speculation (one row per decoding sequence, prefill
+// tokens; the context they attend, in thousands of tokens).
+DraftChoice choose_draft_lengths(const std::vector<DraftCandidate>& seqs, int base_rows, double base_work,
+                                 const StepCostModel& cost);
 
 }  // namespace ds
