@@ -50,6 +50,10 @@ double StepCostModel::cost(int base_rows, double base_work, int extra_rows, doub
 
 void StepCostModel::observe(int rows, double work, double seconds) {
   if (points_.empty() || rows < 1 || !(seconds > 0) || !(work >= 0)) return;
+  // Least squares of the residual on work, with forgetting: the offset is the step's work
+  // outside the forward (accepting, streaming, waking the HTTP threads), which a round that
+  // commits several tokens pays once; the slope is what a row pays per thousand tokens it
+  // attends.
   const double r = seconds - measured(rows);
   n_ = kForget * n_ + 1;
   sw_ = kForget * sw_ + work;

@@ -22,13 +22,16 @@ namespace ds {
 //   rows     measured at start-up over verify-shaped steps at short contexts (the matmuls, the
 //            LM head, the per-token recurrence and the fork-joins: what a row costs anywhere),
 //            interpolated between the sizes timed;
-//   context  what start-up could not see: attention over each row's context (and a prefill
-//            chunk's), fitted online as offset + slope x work by least squares with forgetting
-//            over the residuals of observed steps, where work is the sum over rows of the
-//            context a row attends (in thousands of tokens).
+//   context  what start-up could not see: each row's attention over its context, and the
+//            step's work outside the forward (accepting, streaming, waking HTTP threads);
+//            fitted online as offset + slope x work by least squares with forgetting over the
+//            residuals of steps of decode and verify rows (the engine leaves steps with a
+//            prefill out: chunked prefill attention costs far less per position than a
+//            row's), where work is the sum over rows of the context a row attends (in
+//            thousands of tokens).
 // A draft row then costs its share of the row curve plus the slope times its own context; a
-// long prefill beside it makes the step dearer without making the draft row dearer, which a
-// single scale factor on the whole curve would get wrong.
+// long prefill beside it makes the step dearer (its rows) without making the draft row dearer,
+// which a single scale factor on the whole curve would get wrong.
 class StepCostModel {
  public:
   // (rows, seconds) ascending in rows, at least one point.
