@@ -66,7 +66,10 @@ std::string AgenticEdit::function_name(const EditFile& f, size_t def) const {
 std::string AgenticEdit::excerpt(const EditFile& f, size_t def) const {
   // From a few lines above the function to file_chars, cut at a line end.
   size_t from = def;
-  for (int lines = 0; lines < 4 && from > 0; ++lines) from = f.text.rfind('\n', from - 2) == std::string::npos ? 0 : f.text.rfind('\n', from - 2) + 1;
+  for (int lines = 0; lines < 4 && from >= 2; ++lines) {
+    const size_t nl = f.text.rfind('\n', from - 2);
+    from = nl == std::string::npos ? 0 : nl + 1;
+  }
   std::string s = f.text.substr(from, cfg_.file_chars);
   if (from + cfg_.file_chars < f.text.size()) {
     const size_t cut = s.rfind('\n');
@@ -98,7 +101,7 @@ ReplayOutput AgenticEdit::run(const SenderConfig& sc, const LoadConfig& lc, cons
   auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - origin).count(); };
   std::mutex mu;
   ReplayOutput out;
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, interrupted{false};
   std::atomic<int64_t> measured{0};
   std::once_flag opened;
   std::atomic<double> measure_start{-1};
@@ -154,7 +157,7 @@ ReplayOutput AgenticEdit::run(const SenderConfig& sc, const LoadConfig& lc, cons
         const double start = measure_start.load();
         if (start >= 0 && now_s() - start >= lc.duration_s) stop.store(true);
         if (lc.interrupt && lc.interrupt->load() > 0) {
-          out.interrupted = true;
+          interrupted.store(true);
           stop.store(true);
         }
         if (!ok) break;  // the session cannot go on without its reply
@@ -164,6 +167,7 @@ ReplayOutput AgenticEdit::run(const SenderConfig& sc, const LoadConfig& lc, cons
   std::vector<std::thread> lanes;
   for (int i = 0; i < lc.concurrency; ++i) lanes.emplace_back(lane, i);
   for (auto& t : lanes) t.join();
+  out.interrupted = interrupted.load();
   out.measure_start_s = measure_start.load();
   out.stop_s = now_s();
   return out;

@@ -76,6 +76,7 @@ void StepCostModel::observe_draft(int positions, double seconds) {
 AcceptanceModel::AcceptanceModel(int max_k) : max_k_(max_k), global_(fresh()) {}
 
 void AcceptanceModel::observe(Counts& seq, int k, int accepted) {
+  if (seq.reached.size() != size_t(max_k_)) seq = fresh();
   // Position j was tested when every earlier one stood (j <= accepted + 1).
   for (Counts* c : {&seq, &global_}) {
     const float decay = float(c == &seq ? kSeqDecay : kGlobalDecay);
@@ -95,13 +96,16 @@ void AcceptanceModel::estimate(const Counts& seq, std::vector<double>* alpha) co
   // acceptance changes slowly along a round, and a flat 1/2 would price position j + 1 so low
   // that it is never drafted, so never learnt.
   alpha->resize(size_t(max_k_));
+  const bool sized = seq.reached.size() == size_t(max_k_);  // a sequence never counted has none
+  const Counts empty = sized ? Counts{} : fresh();
+  const Counts& own = sized ? seq : empty;
   double g_prev = 0.5, a_prev = 0.5;
   for (int j = 0; j < max_k_; ++j) {
     const double g = (double(global_.accepted[size_t(j)]) + kPriorWeight * g_prev) /
                      (double(global_.reached[size_t(j)]) + kPriorWeight);
     // The sequence's own count, drawn towards the server's estimate at j and its own at j - 1.
     const double prior = j == 0 ? g : 0.5 * (g + a_prev);
-    const double a = (double(seq.accepted[size_t(j)]) + kPriorWeight * prior) / (double(seq.reached[size_t(j)]) + kPriorWeight);
+    const double a = (double(own.accepted[size_t(j)]) + kPriorWeight * prior) / (double(own.reached[size_t(j)]) + kPriorWeight);
     (*alpha)[size_t(j)] = a;
     g_prev = g;
     a_prev = a;
