@@ -1,11 +1,13 @@
 // Synthetic acceptance (its mean, and the engine accepting whatever the target says), golden
-// acceptance-length curves, and the start-up errors: one clear line for each bad setting.
+// acceptance-length curves, and the start-up errors: one clear line for each bad setting (the
+// speculation flags as serve and generate parse them included).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "cli/spec_flags.h"
 #include "core/error.h"
 #include "engine_test_util.h"
 #include "model/model.h"
@@ -162,6 +164,70 @@ TEST(SpecStartup, BadSettingsFailWithOneClearLine) {
   expect_start_error(o, "not both");
   EXPECT_THROW(parse_spec_method("fast"), Error);
   EXPECT_THROW(parse_draft_sample("maybe"), Error);
+}
+
+TEST(SpecStartup, SuffixAndAutoSettingsFailWithOneClearLine) {
+  SpecOptions o;
+  o.source = DraftSource::Suffix;
+  o.num_speculative_tokens = 4;
+  o.draft_model = preset_model("tiny-hybrid", 512, 3, DType::BF16);
+  expect_start_error(o, "--spec-method suffix drafts from the session's tokens: it takes no --draft-model");
+  o.draft_model.clear();
+  o.acceptance_length = 2;
+  expect_start_error(o, "--spec-method suffix measures real acceptance");
+  o.acceptance_length = 0;
+  o.suffix.max_depth = 1;
+  expect_start_error(o, "--suffix-max-depth 1 is outside [2, 256]");
+  o.suffix.max_depth = 24;
+  o.suffix.cache_tokens = -1;
+  expect_start_error(o, "--suffix-cache-tokens -1 is outside [0, 2^30]");
+  SpecOptions a;
+  a.auto_k = true;
+  expect_start_error(a, "--num-speculative-tokens needs --draft-model or --spec-method suffix");
+  a.draft_model = preset_model("tiny-hybrid", 512, 3, DType::BF16);
+  a.acceptance_length = 2;
+  expect_start_error(a, "--num-speculative-tokens auto chooses K each step: synthetic acceptance needs a fixed K");
+  // auto's bound on a round when none is given: 8 with a draft model, 16 with suffix drafting.
+  a.acceptance_length = 0;
+  resolve_spec_options(&a);
+  EXPECT_EQ(a.num_speculative_tokens, kAutoDraftModelTokens);
+  SpecOptions b;
+  b.source = DraftSource::Suffix;
+  b.auto_k = true;
+  resolve_spec_options(&b);
+  EXPECT_EQ(b.num_speculative_tokens, kMaxSpeculativeTokens);
+}
+
+TEST(SpecStartup, FlagsParseCountsAutoAndTheVerifier) {
+  cli::SpecFlags f;
+  f.k = "auto";
+  f.method = "suffix";
+  SpecOptions o = cli::spec_options_of(f);
+  EXPECT_TRUE(o.auto_k);
+  EXPECT_EQ(o.source, DraftSource::Suffix);
+  EXPECT_EQ(o.method, SpecMethod::Block) << "suffix verifies by block unless --spec-verify says otherwise";
+  f.verify = "greedy";
+  EXPECT_EQ(cli::spec_options_of(f).method, SpecMethod::Greedy);
+  auto error_of = [](const cli::SpecFlags& g) {
+    try {
+      cli::spec_options_of(g);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  f.verify = "maybe";
+  EXPECT_EQ(error_of(f), "--spec-verify 'maybe' is not one of greedy, probabilistic, block");
+  f = cli::SpecFlags{};
+  f.k = "7x";
+  EXPECT_EQ(error_of(f), "--num-speculative-tokens '7x' is neither a count nor auto");
+  f.k = "3";
+  EXPECT_EQ(cli::spec_options_of(f).num_speculative_tokens, 3);
+  f.method = "fast";
+  EXPECT_EQ(error_of(f), "--spec-method 'fast' is not one of greedy, probabilistic, block, suffix");
+  f.method = "block";
+  f.verify = "greedy";
+  EXPECT_NE(error_of(f).find("--spec-verify goes with --spec-method suffix"), std::string::npos);
 }
 
 TEST(SpecStartup, GoldenFileSetsTheAcceptanceLengthForK) {
