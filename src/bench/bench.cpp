@@ -119,21 +119,20 @@ int run_bench(const BenchOptions& o) {
   DS_CHECK(o.ranks >= 1, "--ranks must be at least 1");
   // agentic-edit is closed-loop text (bench/agentic_edit.h), not a replay of token counts.
   const bool edit = o.synthetic == "agentic-edit";
-  std::optional<AgenticEdit> editor;
+  std::vector<EditFile> edit_files;
   Workload workload;
   if (edit) {
-    editor.emplace(o.edit_cfg, load_edit_files(o.edit_cfg.corpus));
+    edit_files = load_edit_files(o.edit_cfg.corpus);
     workload.source = o.edit_cfg.corpus;
     workload.format = "synthetic:agentic-edit";
+    spdlog::info("bench: workload agentic-edit: {} held-out files of {}, {} turns a session, replies up to {} tokens",
+                 edit_files.size(), o.edit_cfg.corpus, o.edit_cfg.turns, o.edit_cfg.max_tokens);
   } else {
     WorkloadSpec spec{o.trace_path, o.trace_format, o.synthetic, o.synthetic_cfg, o.block_size, o.scale};
     workload = make_workload(spec);
+    spdlog::info("bench: workload {}: {} session trees, {} requests, block size {}", workload.source,
+                 workload.sessions.size(), count_requests(workload), workload.block_size);
   }
-  if (edit)
-    spdlog::info("bench: workload agentic-edit: {} held-out files of {}, {} turns a session, replies up to {} tokens",
-                 editor->num_files(), o.edit_cfg.corpus, o.edit_cfg.turns, o.edit_cfg.max_tokens);
-  else spdlog::info("bench: workload {}: {} session trees, {} requests, block size {}", workload.source,
-               workload.sessions.size(), count_requests(workload), workload.block_size);
 
   const HttpTarget target = HttpTarget::parse(o.url);
   const ServerProbe probe(target);
@@ -161,12 +160,13 @@ int run_bench(const BenchOptions& o) {
   DS_CHECK(vocab > 0 || o.endpoint == Endpoint::chat || edit,
            "cannot tell the served vocabulary size: /v1/models does not say; pass --vocab-size N "
            "or --tokenizer PATH");
-  if (editor)
-    if (const json* v = find_key(models, "max_model_len"); v && v->is_number_integer()) {
-      AgenticEditConfig ec = editor->config();
-      ec.context_limit = v->get<int64_t>();
-      editor.emplace(ec, load_edit_files(ec.corpus));
-    }
+  // agentic-edit ends a session before a turn that might not fit the server's context.
+  std::optional<AgenticEdit> editor;
+  if (edit) {
+    AgenticEditConfig ec = o.edit_cfg;
+    if (const json* v = find_key(models, "max_model_len"); v && v->is_number_integer()) ec.context_limit = v->get<int64_t>();
+    editor.emplace(ec, std::move(edit_files));
+  }
   std::unique_ptr<ChatText> chat;
   TokenRange range = TokenRange::for_vocab(std::max<int64_t>(vocab, 32));
   if (o.endpoint == Endpoint::chat && !edit) {
