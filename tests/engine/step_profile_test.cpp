@@ -55,6 +55,7 @@ TEST(StepProfile, EveryStepObservedPerPhase) {
   testing::FakeEngine f(config());
   auto s = f.engine->submit(greedy_request(make_prompt(100, 1), 20));
   EXPECT_EQ(collect(*s).tokens.size(), 20u);
+  f.engine->stop();  // the last step is recorded after its stream ends
   auto& reg = f.engine->metrics().registry();
   const double steps = step_count(reg);
   EXPECT_GE(steps, 20);
@@ -69,6 +70,9 @@ void expect_parts(const std::string& model, const std::vector<std::string>& ran,
   Engine engine(Model::load(std::string(DS_SOURCE_DIR) + "/tests/data/models/" + model, 2), config());
   auto s = engine.submit(greedy_request(make_prompt(80, 3, 200), 8));
   EXPECT_EQ(collect(*s).tokens.size(), 8u);
+  // A stream ends before its step is recorded: stop the engine thread so the last step's
+  // phases and parts are all in before they are counted.
+  engine.stop();
   auto& reg = engine.metrics().registry();
   const double steps = step_count(reg);
   const auto parts = histogram_counts(reg, "deltaserve:forward_part_seconds", "part");
