@@ -24,6 +24,12 @@ ds_require_package(prometheus-cpp prometheus-cpp-dev)
 ds_require_package(yaml-cpp libyaml-cpp-dev)
 ds_require_pkgconfig(XXHASH libxxhash libxxhash-dev)
 ds_require_pkgconfig(PCRE2 libpcre2-8 libpcre2-dev)
+# The server's HTTP transport (src/http): Asio sockets and Beast's HTTP/1.1 parser, header-only.
+find_package(Boost 1.74 QUIET)
+if(NOT Boost_FOUND)
+  message(FATAL_ERROR "missing dependency Boost (Asio, Beast): run scripts/setup (Debian package libboost-dev)")
+endif()
+# The bench client and the tests' HTTP clients.
 ds_require_pkgconfig(HTTPLIB cpp-httplib libcpp-httplib-dev)
 # SHA-256 for the prefix cache's keyed block hashes (cache/block_hash.h).
 ds_require_pkgconfig(LIBCRYPTO libcrypto libssl-dev)

@@ -36,6 +36,7 @@ struct ServeArgs {
   std::string http_sched = "normal";
   double grace_s = 30;
   double max_body_mb = 32;
+  server::ServerOptions http;  // the transport's limits, parsed in place
 };
 
 std::string default_served_name(const std::string& dir) {
@@ -133,6 +134,12 @@ int run_serve(const ServeArgs& a) {
   o.http_batch_policy = a.http_sched == "batch";
   o.drain_grace_s = a.grace_s;
   o.max_body_bytes = size_t(a.max_body_mb * 1024 * 1024);
+  o.max_connections = a.http.max_connections;
+  o.request_timeout_s = a.http.request_timeout_s;
+  o.keepalive_timeout_s = a.http.keepalive_timeout_s;
+  o.write_timeout_s = a.http.write_timeout_s;
+  o.max_header_bytes = a.http.max_header_bytes;
+  o.max_header_count = a.http.max_header_count;
   server::HttpServer http(engine, std::move(tokenizer), o);
   const int port = http.bind();
   spdlog::info("serving {} on http://{}:{}", o.served_model_names.front(), a.host, port);
@@ -144,18 +151,8 @@ int run_serve(const ServeArgs& a) {
       const int sig = sigtimedwait(&sigs, nullptr, &tick);
       if (sig == SIGTERM || sig == SIGINT) {
         spdlog::info("{}: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        // Closes every connection at the end, however slow its client: serve() then returns.
         http.drain_and_stop(std::chrono::milliseconds(int64_t(a.grace_s * 1000)));
-        // The HTTP library joins its workers before serve() returns, and a worker reading a
-        // request that trickles in a byte at a time never finishes (each byte restarts its read
-        // timeout). Every generation request is over by now, so wait a moment for the workers,
-        // then stop the engine (which flushes the disk tier) and exit without them.
-        for (int i = 0; i < 100 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (!done.load()) {
-          spdlog::warn("shutdown: HTTP connections still open after the grace period; closing them by exiting");
-          engine.stop();
-          spdlog::shutdown();
-          std::_Exit(0);
-        }
         return;
       }
     }
@@ -214,7 +211,24 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--http-sched", a->http_sched,
                   "Scheduling policy of the HTTP threads: batch (a woken writer does not preempt the model's threads) or normal")
       ->capture_default_str();
-  cmd->add_option("--http-threads", a->http_threads, "HTTP worker threads (one per open connection)")
+  cmd->add_option("--http-threads", a->http_threads,
+                  "Most HTTP handler threads, started on demand (a streamed response holds one for its life)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", a->http.max_connections,
+                  "Open connections at most; past it the one waiting longest for its request is closed (lowered to fit the open-file limit)")
+      ->capture_default_str();
+  cmd->add_option("--http-request-timeout-s", a->http.request_timeout_s,
+                  "Seconds from a request's first byte to its last (headers and body) before 408")
+      ->capture_default_str();
+  cmd->add_option("--http-keepalive-timeout-s", a->http.keepalive_timeout_s,
+                  "Seconds an idle connection waits for its next request")
+      ->capture_default_str();
+  cmd->add_option("--http-write-timeout-s", a->http.write_timeout_s,
+                  "Seconds any one write to a client may take before the connection is closed")
+      ->capture_default_str();
+  cmd->add_option("--max-header-bytes", a->http.max_header_bytes, "Largest request line and headers, bytes (431 past it)")
+      ->capture_default_str();
+  cmd->add_option("--max-headers", a->http.max_header_count, "Most request headers (431 past it)")
       ->capture_default_str();
   cmd->add_option("--shutdown-grace-s", a->grace_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();

@@ -127,8 +127,15 @@ class ResponseWriter {
     return reason_ != FinishReason::None;
   }
 
-  json full_body() {
-    while (!pump(1000ms)) {
+  // Waits for the whole answer. A client that hangs up meanwhile cancels the request: its
+  // blocks and its share of the batch go back at once, not when the answer would have ended.
+  json full_body(const http::HttpRequest& req) {
+    while (!pump(50ms)) {
+      if (req.client_gone()) {
+        stream_->cancel();
+        done_ = true;
+        throw ApiError(499, "invalid_request_error", "the client closed the connection", {}, {}, "client_gone");
+      }
     }
     done_ = true;
     if (reason_ == FinishReason::Error) throw ApiError(500, "server_error", error_, {}, {}, "engine");
@@ -143,10 +150,16 @@ class ResponseWriter {
     return full_response(meta_, text, reason_, lp, usage());
   }
 
-  // One call of httplib's chunked content provider. Nothing may escape it: an exception there
-  // unwinds into httplib's thread and terminates the process. A failure ends this stream with an
-  // error event (or just closes it) and cancels the request; everyone else carries on.
-  bool stream_step(httplib::DataSink& sink) {
+  // Writes the whole stream. Nothing may escape it: a failure ends this stream with an error
+  // event (or just closes it) and cancels the request; everyone else carries on.
+  void stream_all(http::ChunkSink& sink) {
+    while (stream_step(sink)) {
+    }
+  }
+
+ private:
+  // One step of the stream: false once it is over (finished, failed, or the client gone).
+  bool stream_step(http::ChunkSink& sink) {
     try {
       return stream_step_unguarded(sink);
     } catch (const std::exception& e) {
@@ -156,8 +169,7 @@ class ResponseWriter {
     }
   }
 
- private:
-  bool fail_stream(httplib::DataSink& sink, const std::string& what) {
+  bool fail_stream(http::ChunkSink& sink, const std::string& what) {
     stream_->cancel();
     done_ = true;
     std::string tail;
@@ -166,16 +178,20 @@ class ResponseWriter {
     } catch (...) {
       return false;
     }
-    if (sink.write(tail.data(), tail.size())) sink.done();
+    sink.write(tail);
     return false;
   }
 
-  bool stream_step_unguarded(httplib::DataSink& sink) {
+  bool stream_step_unguarded(http::ChunkSink& sink) {
     auto write = [&](const std::string& s) {
-      if (sink.write(s.data(), s.size())) return true;
+      if (sink.write(s)) return true;
       stream_->cancel();
       return false;
     };
+    if (sink.client_gone()) {  // hung up: no write needed to learn it
+      stream_->cancel();
+      return false;
+    }
     if (meta_.chat && !sent_role_) {
       sent_role_ = true;
       return write(sse_event(stream_chunk(meta_, {{"role", "assistant"}, {"content", ""}}, {}, nullptr, nullptr)));
@@ -211,7 +227,7 @@ class ResponseWriter {
       // Measured, not counted in waits: a step can return at once with tokens that add no text
       // yet (a held-back tool call), and those must not add up to keep-alives.
       const auto now = std::chrono::steady_clock::now();
-      if (now - last_write_ >= 2000ms) {  // a write is the only way to learn the client has gone
+      if (now - last_write_ >= 2000ms) {  // keeps proxies and clients from timing the stream out
         last_write_ = now;
         if (!write(sse_keepalive())) return false;
       }
@@ -227,9 +243,8 @@ class ResponseWriter {
     }
     tail += sse_done();
     done_ = true;
-    if (!sink.write(tail.data(), tail.size())) return false;
-    sink.done();
-    return true;
+    sink.write(tail);
+    return false;
   }
 
   Usage usage() const {
@@ -261,7 +276,7 @@ class ResponseWriter {
 
 }  // namespace
 
-void handle_generation(ServerContext& ctx, const httplib::Request& http_req, httplib::Response& res, bool chat) {
+void handle_generation(ServerContext& ctx, const http::HttpRequest& http_req, http::HttpResponse& res, bool chat) {
   if (ctx.draining.load()) throw shutting_down("the server is shutting down and accepts no new requests");
   const json body = parse_json_body(http_req.body);
   GenerationRequest g;
@@ -325,17 +340,15 @@ void handle_generation(ServerContext& ctx, const httplib::Request& http_req, htt
   auto writer = std::make_shared<ResponseWriter>(
       ctx, stream, new_response_meta(chat, model, g.stream && g.include_usage), g, n);
   if (!g.stream) {
-    res.set_content(dump_json(writer->full_body()), "application/json");
+    res.set_content(dump_json(writer->full_body(http_req)), "application/json");
     return;
   }
+  res.content_type = "text/event-stream";
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [writer](size_t, httplib::DataSink& sink) { return writer->stream_step(sink); },
-      // The writer outlives this call only through the lambdas; dropping them cancels an
-      // unfinished stream (client disconnect) and ends the request's share of `active`.
-      [writer](bool) {});
+  // The writer lives as long as the stream function; dropping it cancels an unfinished request
+  // and ends the request's share of `active`.
+  res.stream = [writer](http::ChunkSink& sink) { writer->stream_all(sink); };
 }
 
 }  // namespace ds::server

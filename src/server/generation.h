@@ -2,12 +2,12 @@
 // engine, then answer in one body or as an SSE stream. Refusals before submission throw
 // ApiError; once streaming has begun, errors are reported in the stream.
 #pragma once
-#include <httplib.h>
-
+#include "http/http_message.h"
 #include "server/server_context.h"
 
 namespace ds::server {
 
-void handle_generation(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, bool chat);
+// A client that hangs up (HttpRequest::client_gone) cancels its request, streamed or not.
+void handle_generation(ServerContext& ctx, const http::HttpRequest& req, http::HttpResponse& res, bool chat);
 
 }  // namespace ds::server

@@ -1,12 +1,10 @@
-// The HTTP front of `deltaserve serve`: cpp-httplib with a thread per connection (a streaming
-// response holds its thread until its last event), the routes, and graceful draining.
+// The HTTP front of `deltaserve serve`: the transport (src/http: asynchronous connections with
+// limits and deadlines, handlers on a worker pool), the routes, and graceful draining.
 #pragma once
-#include <httplib.h>
-
 #include <chrono>
 #include <memory>
-#include <thread>
 
+#include "http/http_transport.h"
 #include "server/server_context.h"
 
 namespace ds::server {
@@ -23,24 +21,23 @@ class HttpServer {
   int bind();
   // Serves until stop(). Call after bind().
   void serve();
-  // serve() on a background thread (tests).
+  // Starts serving on background threads and returns (tests).
   void start();
 
   // Graceful drain: new generation requests get 503 and /health turns 503 at once; requests in
-  // flight run to completion for up to `grace`, then are cancelled; then the listener stops.
+  // flight run to completion for up to `grace`, then are cancelled; answers still being
+  // written get a little longer; then every connection closes, however slow its client.
   void drain_and_stop(std::chrono::milliseconds grace);
   void stop();
 
-  int port() const { return port_; }
+  int port() const { return transport_->port(); }
   ServerContext& context() { return ctx_; }
+  http::TransportStats transport_stats() const { return transport_->stats(); }
 
  private:
   ServerContext ctx_;
-  httplib::Server svr_;
-  static constexpr int kListenBacklog = 1024;
-  int port_ = -1;
-  int listen_fd_ = -1;
-  std::thread thread_;
+  std::unique_ptr<http::HttpTransport> transport_;
+  std::atomic<bool> stop_requested_{false};
 };
 
 }  // namespace ds::server

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 
 #include "core/build_info.h"
 #include "core/cpu_features.h"
@@ -21,29 +22,15 @@ using nlohmann::json;
 
 namespace {
 
-void send_error(ServerContext& ctx, httplib::Response& res, const ApiError& e) {
+using http::HttpRequest;
+using http::HttpResponse;
+
+void send_error(ServerContext& ctx, HttpResponse& res, const ApiError& e) {
+  res = HttpResponse{};
   res.status = e.status;
   if (e.status == 503) res.set_header("Retry-After", "1");
   res.set_content(dump_json(e.body()), "application/json");
   if (!e.kind.empty()) ctx.engine.metrics().request_error(e.kind);
-}
-
-using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
-
-// Every handler runs inside this: ApiError becomes its response, anything else a 500.
-httplib::Server::Handler guarded(ServerContext& ctx, Handler h) {
-  return [&ctx, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
-    try {
-      h(req, res);
-    } catch (const ApiError& e) {
-      send_error(ctx, res, e);
-    } catch (const std::exception& e) {
-      spdlog::error("{} {}: {}", req.method, req.path, e.what());
-      send_error(ctx, res, internal_error(std::string("internal error: ") + e.what()));
-    } catch (...) {
-      send_error(ctx, res, internal_error("internal error"));
-    }
-  };
 }
 
 
@@ -96,137 +83,153 @@ void check_model_field(ServerContext& ctx, const json& body) {
   if (!ctx.serves(it->get<std::string>())) throw model_not_found(it->get<std::string>(), ctx.served_names);
 }
 
+// The transport's own errors (timeouts, limits, malformed HTTP) in the API's shape.
+ApiError transport_error(int status, const std::string& message) {
+  switch (status) {
+    case 400: return invalid_request(message);
+    case 408: return ApiError(408, "invalid_request_error", message, {}, "request_timeout");
+    case 413: return ApiError(413, "invalid_request_error", message, {}, "request_too_large");
+    case 431: return ApiError(431, "invalid_request_error", message, {}, "headers_too_large");
+    case 503: return overloaded(message);
+    default: return ApiError(status, status >= 500 ? "server_error" : "invalid_request_error", message);
+  }
+}
+
+// Runs after the headers and before the body is read: a refused request costs no body read.
+std::optional<HttpResponse> screen(ServerContext& ctx, const HttpRequest& req) {
+  HttpResponse res;
+  RequestFacts facts{req.method, req.path, req.header("Host"), req.header("Origin"), req.header("Content-Type"),
+                     req.header("Authorization")};
+  if (auto refused = check_request(ctx.guard, facts)) {
+    send_error(ctx, res, *refused);
+    return res;
+  }
+  const std::string len = req.header("Content-Length");
+  if (!len.empty()) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(len.c_str(), &end, 10);
+    if (n > ctx.opts.max_body_bytes) {
+      send_error(ctx, res,
+                 transport_error(413, "the request body has " + len + " bytes, over the limit of " +
+                                          std::to_string(ctx.opts.max_body_bytes) + " bytes"));
+      return res;
+    }
+  }
+  return std::nullopt;
+}
+
+// Routes that never block: answered on the I/O thread, so they answer however busy the
+// workers are (health checks under load).
+bool runs_inline(const HttpRequest& req) {
+  return req.method == "GET" && (req.path == "/health" || req.path == "/metrics" || req.path == "/v1/models" ||
+                                 req.path.rfind("/v1/models/", 0) == 0);
+}
+
+void handle_tokenize(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
+  const json body = parse_json_body(req.body);
+  check_model_field(ctx, body);
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    bool gen = true;
+    if (auto it = body.find("add_generation_prompt"); it != body.end() && !it->is_null()) {
+      if (!it->is_boolean()) throw invalid_request("'add_generation_prompt' must be a boolean", "add_generation_prompt");
+      gen = it->get<bool>();
+    }
+    ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, parse_messages(body), {}, gen);
+  } else {
+    auto it = body.find("prompt");
+    if (it == body.end() || !it->is_string())
+      throw invalid_request("'prompt' (a string) or 'messages' is required", "prompt");
+    ids = ctx.tokenizer.encode(it->get<std::string>(), true);
+  }
+  res.set_content(dump_json({{"count", ids.size()}, {"max_model_len", ctx.engine.config().max_model_len}, {"tokens", ids}}),
+                  "application/json");
+}
+
+void handle_detokenize(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
+  const json body = parse_json_body(req.body);
+  check_model_field(ctx, body);
+  auto it = body.find("tokens");
+  if (it == body.end() || !it->is_array()) throw invalid_request("'tokens' must be an array of token ids", "tokens");
+  std::vector<int64_t> raw = parse_token_array(*it, "tokens");
+  std::vector<int32_t> ids;
+  const int64_t vocab = ctx.tokenizer.vocab_size();
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] < 0 || raw[i] >= vocab)
+      throw invalid_request("'tokens[" + std::to_string(i) + "]' = " + std::to_string(raw[i]) +
+                                " is not a token id: the vocabulary is [0, " + std::to_string(vocab) + ")",
+                            "tokens");
+    ids.push_back(int32_t(raw[i]));
+  }
+  std::string text;
+  try {
+    text = ctx.tokenizer.decode(ids);
+  } catch (const Error& e) {
+    throw invalid_request(e.what(), "tokens");
+  }
+  res.set_content(dump_json({{"prompt", text}}), "application/json");
+}
+
+void route(ServerContext& ctx, int64_t started, const HttpRequest& req, HttpResponse& res) {
+  const std::string& m = req.method;
+  const std::string& p = req.path;
+  if (m == "POST" && p == "/v1/chat/completions") return handle_generation(ctx, req, res, true);
+  if (m == "POST" && p == "/v1/completions") return handle_generation(ctx, req, res, false);
+  if (m == "POST" && p == "/tokenize") return handle_tokenize(ctx, req, res);
+  if (m == "POST" && p == "/detokenize") return handle_detokenize(ctx, req, res);
+  if (m == "GET" && p == "/v1/models") {
+    json data = json::array();
+    for (const auto& n : ctx.opts.served_model_names) data.push_back(model_card(ctx, n, started));
+    return res.set_content(dump_json({{"object", "list"}, {"data", data}}), "application/json");
+  }
+  if (m == "GET" && p.rfind("/v1/models/", 0) == 0 && p.size() > 11) {
+    const std::string name = p.substr(11);
+    if (!ctx.serves(name)) throw model_not_found(name, ctx.served_names);
+    return res.set_content(dump_json(model_card(ctx, name, started)), "application/json");
+  }
+  if (m == "GET" && p == "/health") {
+    const bool ok = ctx.engine.alive() && !ctx.draining.load();
+    res.status = ok ? 200 : 503;
+    return res.set_content(ok ? "{\"status\":\"ok\"}"
+                              : (ctx.draining.load() ? "{\"status\":\"draining\"}" : "{\"status\":\"engine down\"}"),
+                           "application/json");
+  }
+  if (m == "GET" && p == "/metrics")
+    return res.set_content(metrics_text(ctx.engine.metrics().registry()), "text/plain; version=0.0.4; charset=utf-8");
+  throw not_found("no route for " + m + " " + p);
+}
+
 }  // namespace
 
-void install_routes(httplib::Server& svr, ServerContext& ctx) {
+http::HttpApp make_http_app(ServerContext& ctx) {
   const int64_t started = std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
-
-  // Runs after the headers and before the body is read: a refused request costs no body read.
-  svr.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    RequestFacts facts{req.method, req.path, req.get_header_value("Host"), req.get_header_value("Origin"),
-                       req.get_header_value("Content-Type"), req.get_header_value("Authorization")};
-    if (auto refused = check_request(ctx.guard, facts)) {
-      send_error(ctx, res, *refused);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!facts.origin.empty()) res.set_header("Access-Control-Allow-Origin", facts.origin);  // listed: allowed
-    const std::string len = req.get_header_value("Content-Length");
-    if (!len.empty()) {
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(len.c_str(), &end, 10);
-      if (n > ctx.opts.max_body_bytes) {
-        send_error(ctx, res,
-                   invalid_request("the request body has " + len + " bytes, over the limit of " +
-                                   std::to_string(ctx.opts.max_body_bytes) + " bytes"));
-        res.set_header("Connection", "close");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-
-  // Errors httplib produces itself (no route, body over the payload limit) in the API's shape.
-  svr.set_error_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // our own error responses already have their body
-    if (res.status == 413) {
-      send_error(ctx, res, invalid_request("the request body is over the limit of " +
-                                           std::to_string(ctx.opts.max_body_bytes) + " bytes"));
-    } else if (res.status == 404) {
-      send_error(ctx, res, not_found("no route for " + req.method + " " + req.path));
-    } else {
-      ApiError e(res.status, "invalid_request_error", "HTTP error " + std::to_string(res.status));
-      res.set_content(dump_json(e.body()), "application/json");
-    }
-  });
-  svr.set_exception_handler([&ctx](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
+  http::HttpApp app;
+  app.screen = [&ctx](const HttpRequest& req) { return screen(ctx, req); };
+  app.runs_inline = runs_inline;
+  // Every handler runs inside this: ApiError becomes its response, anything else a 500.
+  app.handle = [&ctx, started](const HttpRequest& req, HttpResponse& res) {
     try {
-      if (ep) std::rethrow_exception(ep);
+      route(ctx, started, req, res);
+    } catch (const ApiError& e) {
+      send_error(ctx, res, e);
     } catch (const std::exception& e) {
-      what = e.what();
+      spdlog::error("{} {}: {}", req.method, req.path, e.what());
+      send_error(ctx, res, internal_error(std::string("internal error: ") + e.what()));
     } catch (...) {
+      send_error(ctx, res, internal_error("internal error"));
     }
-    send_error(ctx, res, internal_error(what));
-  });
-
-  svr.Post("/v1/chat/completions", guarded(ctx, [&ctx](const httplib::Request& req, httplib::Response& res) {
-             handle_generation(ctx, req, res, true);
-           }));
-  svr.Post("/v1/completions", guarded(ctx, [&ctx](const httplib::Request& req, httplib::Response& res) {
-             handle_generation(ctx, req, res, false);
-           }));
-
-  svr.Get("/v1/models", guarded(ctx, [&ctx, started](const httplib::Request&, httplib::Response& res) {
-            json data = json::array();
-            for (const auto& n : ctx.opts.served_model_names) data.push_back(model_card(ctx, n, started));
-            res.set_content(dump_json({{"object", "list"}, {"data", data}}), "application/json");
-          }));
-  svr.Get(R"(/v1/models/(.+))", guarded(ctx, [&ctx, started](const httplib::Request& req, httplib::Response& res) {
-            const std::string name = req.matches[1];
-            if (!ctx.serves(name)) throw model_not_found(name, ctx.served_names);
-            res.set_content(dump_json(model_card(ctx, name, started)), "application/json");
-          }));
-
-  svr.Get("/health", guarded(ctx, [&ctx](const httplib::Request&, httplib::Response& res) {
-            const bool ok = ctx.engine.alive() && !ctx.draining.load();
-            res.status = ok ? 200 : 503;
-            res.set_content(ok ? "{\"status\":\"ok\"}"
-                               : (ctx.draining.load() ? "{\"status\":\"draining\"}" : "{\"status\":\"engine down\"}"),
-                            "application/json");
-          }));
-
-  svr.Get("/metrics", guarded(ctx, [&ctx](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics_text(ctx.engine.metrics().registry()), "text/plain; version=0.0.4; charset=utf-8");
-          }));
-
-  svr.Post("/tokenize", guarded(ctx, [&ctx](const httplib::Request& req, httplib::Response& res) {
-             const json body = parse_json_body(req.body);
-             check_model_field(ctx, body);
-             std::vector<int32_t> ids;
-             if (body.contains("messages")) {
-               bool gen = true;
-               if (auto it = body.find("add_generation_prompt"); it != body.end() && !it->is_null()) {
-                 if (!it->is_boolean()) throw invalid_request("'add_generation_prompt' must be a boolean", "add_generation_prompt");
-                 gen = it->get<bool>();
-               }
-               ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, parse_messages(body), {}, gen);
-             } else {
-               auto it = body.find("prompt");
-               if (it == body.end() || !it->is_string())
-                 throw invalid_request("'prompt' (a string) or 'messages' is required", "prompt");
-               ids = ctx.tokenizer.encode(it->get<std::string>(), true);
-             }
-             res.set_content(dump_json({{"count", ids.size()},
-                                        {"max_model_len", ctx.engine.config().max_model_len},
-                                        {"tokens", ids}}),
-                             "application/json");
-           }));
-  svr.Post("/detokenize", guarded(ctx, [&ctx](const httplib::Request& req, httplib::Response& res) {
-             const json body = parse_json_body(req.body);
-             check_model_field(ctx, body);
-             auto it = body.find("tokens");
-             if (it == body.end() || !it->is_array())
-               throw invalid_request("'tokens' must be an array of token ids", "tokens");
-             std::vector<int64_t> raw = parse_token_array(*it, "tokens");
-             std::vector<int32_t> ids;
-             const int64_t vocab = ctx.tokenizer.vocab_size();
-             for (size_t i = 0; i < raw.size(); ++i) {
-               if (raw[i] < 0 || raw[i] >= vocab)
-                 throw invalid_request("'tokens[" + std::to_string(i) + "]' = " + std::to_string(raw[i]) +
-                                           " is not a token id: the vocabulary is [0, " + std::to_string(vocab) + ")",
-                                       "tokens");
-               ids.push_back(int32_t(raw[i]));
-             }
-             std::string text;
-             try {
-               text = ctx.tokenizer.decode(ids);
-             } catch (const Error& e) {
-               throw invalid_request(e.what(), "tokens");
-             }
-             res.set_content(dump_json({{"prompt", text}}), "application/json");
-           }));
+    // A listed origin (the guard let it through) may read the answer.
+    if (const std::string origin = req.header("Origin"); !origin.empty())
+      res.set_header("Access-Control-Allow-Origin", origin);
+  };
+  app.error = [&ctx](int status, const std::string& message) {
+    HttpResponse res;
+    send_error(ctx, res, transport_error(status, message));
+    return res;
+  };
+  return app;
 }
 
 }  // namespace ds::server

@@ -1,13 +1,13 @@
-// Every HTTP route of `deltaserve serve`, and the guards around them: API-key check, body size
-// limit, OpenAI-shaped errors for anything that goes wrong, including unknown routes. No
-// exception escapes a handler, so no request can take the server down.
+// Every HTTP route of `deltaserve serve`, and the guards around them: the browser-facing
+// checks and API key before a body is read, OpenAI-shaped errors for anything that goes wrong
+// (the transport's own included), unknown routes too. No exception escapes a handler, so no
+// request can take the server down.
 #pragma once
-#include <httplib.h>
-
+#include "http/http_transport.h"
 #include "server/server_context.h"
 
 namespace ds::server {
 
-void install_routes(httplib::Server& svr, ServerContext& ctx);
+http::HttpApp make_http_app(ServerContext& ctx);
 
 }  // namespace ds::server

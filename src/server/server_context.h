@@ -25,7 +25,14 @@ struct ServerOptions {
   std::vector<std::string> allowed_hosts, allowed_origins;
   bool expose_model_path = false;           // /v1/models shows the model folder's path
   size_t max_body_bytes = 32u << 20;
-  int http_threads = 512;  // a streaming response holds its thread for its whole life
+  // The transport's limits (http/http_transport.h says what each bounds).
+  int max_connections = 1024;
+  double request_timeout_s = 30;    // a request's first byte to its last
+  double keepalive_timeout_s = 60;  // idle between requests on one connection
+  double write_timeout_s = 30;      // any one write to a client
+  size_t max_header_bytes = 64u << 10;
+  int max_header_count = 100;
+  int http_threads = 512;  // handler threads, started on demand: a streamed response holds one for its life
   // HTTP worker threads run as SCHED_BATCH (http_server.cpp says why); false: the default policy.
   bool http_batch_policy = false;
   double drain_grace_s = 30;

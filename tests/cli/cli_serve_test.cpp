@@ -260,7 +260,9 @@ TEST(CliServe, SigtermExitsWithinTheGraceWhateverTheClients) {
   trickle.join();
   close(fd);
   EXPECT_EQ(status, 0) << p.log();
-  EXPECT_NE(p.log().find("closing them by exiting"), std::string::npos) << p.log();
+  // The transport closed the trickling connection itself: a clean stop (engine stopped, disk
+  // tier flushed), not an exit around stuck threads.
+  EXPECT_NE(p.log().find("] stopped"), std::string::npos) << p.log();
 }
 
 TEST(CliServe, SixtyFourStreamingClientsOnTheRealModel) {

@@ -328,7 +328,7 @@ TEST(Server, ErrorsNameTheFieldAndRange) {
       {cmpl, R"({"prompt":")" + std::string(200, 'x') + R"("})", 400, "prompt", "but max_model_len is 64"},
       {cmpl, R"({"prompt":"x","logprobs":50})", 400, "logprobs", "[0, 20]"},
       {cmpl, R"({"prompt":"x","model":"other"})", 404, "model", "does not exist"},
-      {cmpl, "{\"prompt\":\"" + std::string(5000, 'y') + "\"}", 400, "", "over the limit of 4096 bytes"},
+      {cmpl, "{\"prompt\":\"" + std::string(5000, 'y') + "\"}", 413, "", "over the limit of 4096 bytes"},
   };
   for (const auto& bc : cases) {
     auto r = http_call(s.port, "POST", bc.path, bc.body);
