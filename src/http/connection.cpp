@@ -409,6 +409,7 @@ void Connection::linger_close() {
   if (closed_ || lingering_) return;
   lingering_ = true;
   gone_->store(true);
+  set_phase(Phase::Waiting);  // answered: no longer counted as responding, and evictable
   error_code ignored;
   sock_.cancel(ignored);  // a watcher's read, if any, ends aborted (and on_peer_read ignores it)
   sock_.shutdown(tcp::socket::shutdown_send, ignored);
