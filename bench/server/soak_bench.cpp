@@ -208,7 +208,7 @@ TEST(Soak, SixtyFourClientsWithCancellationsAndBadRequests) {
 // The hostile review's slow-client attack as it was run: 600 connections each trickling one
 // header byte every 8 s at `deltaserve serve` with its default limits. Before, /health stopped
 // answering for over a minute; it must answer every probe, and each trickler must get 408 at
-// the request deadline (30 s). Run: build/bench/server/server_bench --gtest_filter='Soak.Six*'
+// the request deadline (30 s). Run: build/bench/server/server_bench --gtest_filter='Soak.SixHundred*'
 TEST(Soak, SixHundredTricklersAgainstTheDefaultLimits) {
   rlimit rl{};
   getrlimit(RLIMIT_NOFILE, &rl);
