@@ -9,6 +9,8 @@ std::string_view dtype_name(DType t) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
+    case DType::I8: return "I8";
+    case DType::U8: return "U8";
   }
   return "?";
 }
@@ -17,6 +19,8 @@ bool parse_dtype(std::string_view s, DType* out) {
   if (s == "F32" || s == "f32" || s == "float32") { *out = DType::F32; return true; }
   if (s == "BF16" || s == "bf16" || s == "bfloat16") { *out = DType::BF16; return true; }
   if (s == "F16" || s == "f16" || s == "float16") { *out = DType::F16; return true; }
+  if (s == "I8" || s == "i8" || s == "int8") { *out = DType::I8; return true; }
+  if (s == "U8" || s == "u8" || s == "uint8") { *out = DType::U8; return true; }
   return false;
 }
 

@@ -8,10 +8,12 @@
 
 namespace ds {
 
-enum class DType : uint8_t { F32, BF16, F16 };
+// I8 and U8 hold the codes of quantized weights (kernels/quant_formats.h) and their E8M0 scales;
+// as plain numbers they read as their integer values.
+enum class DType : uint8_t { F32, BF16, F16, I8, U8 };
 
-constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
-std::string_view dtype_name(DType t);          // "F32", "BF16", "F16" (safetensors spelling)
+constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : (t == DType::I8 || t == DType::U8) ? 1 : 2; }
+std::string_view dtype_name(DType t);          // "F32", "BF16", "F16", "I8", "U8" (safetensors spelling)
 bool parse_dtype(std::string_view s, DType* out);  // accepts safetensors names and bf16/f32/f16
 
 inline float bf16_to_f32(uint16_t h) {
@@ -37,6 +39,8 @@ inline float load_as_f32(const void* data, DType t, size_t i) {
     case DType::F32: return static_cast<const float*>(data)[i];
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
     case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::I8: return float(static_cast<const int8_t*>(data)[i]);
+    case DType::U8: return float(static_cast<const uint8_t*>(data)[i]);
   }
   return 0.f;
 }

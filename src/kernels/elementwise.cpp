@@ -44,6 +44,10 @@ void row_to_f32(const void* table, DType dtype, size_t row, int dim, float* out)
     case DType::F16:
       for (int i = 0; i < dim; ++i) out[i] = f16_to_f32(static_cast<const uint16_t*>(table)[base + size_t(i)]);
       break;
+    case DType::I8:
+    case DType::U8:
+      for (int i = 0; i < dim; ++i) out[i] = load_as_f32(table, dtype, base + size_t(i));
+      break;
   }
 }
 

@@ -84,10 +84,22 @@ void matmul_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, flo
 void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m,
             ThreadPool* pool, bool accumulate) {
   if (m <= 0) return;
+  if (!w.parts.empty()) {  // a stack: each part fills its own columns
+    size_t col = 0;
+    for (const PackedWeight& p : w.parts) {
+      matmul(x, ldx, p, y + col, ldy, m, pool, accumulate);
+      col += size_t(p.n);
+    }
+    return;
+  }
   static const Isa isa = active_isa();
   auto* kernel = isa == Isa::Avx512 ? &detail::matmul_panels_avx512
                  : isa == Isa::Avx2 ? &detail::matmul_panels_avx2
                                     : &detail::matmul_panels_scalar;
+  // Quantized weights: AVX-512 or the plain loop (no AVX2 kernel yet: an AVX2 machine runs the
+  // scalar one, correct but slow).
+  if (w.quant != QuantFormat::None)
+    kernel = isa == Isa::Avx512 ? &detail::matmul_quant_panels_avx512 : &detail::matmul_quant_panels_scalar;
   const int panels = w.n_pad / 16;
   // Below about a million multiply-adds (~50 us on one core) waking a second thread costs more
   // than it saves, and on a busy machine a descheduled worker can stall the whole step.

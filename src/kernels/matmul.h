@@ -9,25 +9,44 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/dtype.h"
+#include "kernels/quant_formats.h"
 
 namespace ds {
 
 class ThreadPool;
 
+// Quantized weights (quant != None) are packed in the same 16-column panels, cut along k into
+// blocks of 32: one panel block holds the 16 columns' scales (f16, or E8M0 bytes for MXFP4) and
+// then their codes, k-major (Q8_0: 32 rows of 16 int8; 4-bit: 16 rows of 16 bytes, each byte
+// the codes of k = 2j (low nibble) and 2j + 1). quant_panel_block_bytes() gives its size; the
+// packed bytes are what decode reads: 1.0625 bytes per weight for Q8_0, 0.5625 for Q4_0 and
+// 0.53125 for MXFP4.
 struct PackedWeight {
   DType dtype = DType::F32;  // F32 or BF16 (F16 checkpoints are widened to F32 at pack time)
+  QuantFormat quant = QuantFormat::None;
   int n = 0, k = 0;          // logical out / in sizes
   int n_pad = 0, k_pad = 0;  // n rounded up to 16, k rounded up to 2 (bf16)
   std::shared_ptr<void> data;
+  // Set: this weight is these weights stacked along n (in order), each with its own format (a
+  // stack whose parts were quantized differently, or quantized and kept); data is unused.
+  std::vector<PackedWeight> parts;
 
-  size_t bytes() const { return size_t(n_pad) * size_t(k_pad) * dtype_size(dtype); }
+  size_t bytes() const;
   bool empty() const { return n == 0; }
 };
 
+size_t quant_panel_block_bytes(QuantFormat f);
+
 // Packs a row-major [n, k] tensor of type src_dtype. F16 becomes F32 panels.
 PackedWeight pack_weight(const void* src, DType src_dtype, int n, int k);
+// Stacks weights of the same k along n into one (PackedWeight::parts); one part is returned as is.
+PackedWeight stack_weights(std::vector<PackedWeight> parts);
+// Packs a quantized [n, k] weight (k a multiple of 32) from its checkpoint codes and scales,
+// row-major as quant_formats.h lays them out.
+PackedWeight pack_quantized_weight(QuantFormat f, const uint8_t* codes, const uint8_t* scales, int n, int k);
 
 // y[m, n] (row stride ldy) = x[m, k] (row stride ldx) * W^T; accumulate adds into y.
 // Splits output panels across the pool's threads (pool may be null: one thread).
@@ -46,6 +65,12 @@ void matmul_panels_avx2(const float* x, size_t ldx, const PackedWeight& w, float
                         int m, int p0, int p1, bool accumulate);
 void matmul_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
                           int m, int p0, int p1, bool accumulate);
+// Quantized weights. Activations stay f32: each code is widened and scaled exactly, so, as for
+// bf16, a result differs from the dequantized reference only by rounding in the sums.
+void matmul_quant_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
+                                int m, int p0, int p1, bool accumulate);
+void matmul_quant_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
+                                int m, int p0, int p1, bool accumulate);
 }  // namespace detail
 
 }  // namespace ds

@@ -97,7 +97,7 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
   // XXH3 runs at memory speed: a 200 MB checkpoint costs ~20 ms at start-up.
   for (const auto& f : store.files()) fingerprint_ = XXH3_64bits_withSeed(f->bytes().data(), f->bytes().size(), fingerprint_);
   const int H = cfg_.hidden_size;
-  const TensorView& emb = store.get("model.embed_tokens.weight", {int64_t(cfg_.vocab_size), int64_t(H)});
+  const TensorView& emb = WeightLoader{store, ""}.float_tensor("model.embed_tokens.weight", {int64_t(cfg_.vocab_size), int64_t(H)});
   embed_dtype_ = emb.dtype;
   embed_.resize(emb.nbytes);
   std::memcpy(embed_.data(), emb.data, emb.nbytes);

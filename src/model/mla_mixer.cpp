@@ -25,7 +25,8 @@ MlaMixer::MlaMixer(const ModelConfig& c, const WeightLoader& w)
   kv_a_ = w.linear("self_attn.kv_a_proj_with_mqa.weight", L_ + R_, hidden_);
   o_proj_ = w.linear("self_attn.o_proj.weight", hidden_, nh_ * V_);
   kv_norm_ = w.vector_f32("self_attn.kv_a_layernorm.weight", L_);
-  const TensorView& kvb = w.store.get(w.prefix + "self_attn.kv_b_proj.weight", {int64_t(nh_ * (nope_ + V_)), int64_t(L_)});
+  // Split per head and transposed below, so it is read as numbers: it stays unquantized.
+  const TensorView& kvb = w.float_tensor("self_attn.kv_b_proj.weight", {int64_t(nh_ * (nope_ + V_)), int64_t(L_)});
   std::vector<float> b = kvb.to_f32();  // per head: nope rows (k_nope), then V rows (value)
   const bool keep_bf16 = kvb.dtype == DType::BF16;
   auto pack = [&](const std::vector<float>& m, int out, int in) {

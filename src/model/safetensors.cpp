@@ -36,6 +36,11 @@ void TensorView::copy_as_f32(float* out) const {
     std::memcpy(out, src, n * 4);
     return;
   }
+  if (dtype == DType::I8 || dtype == DType::U8) {  // the codes themselves, not what they encode
+    for (size_t i = 0; i < n; ++i)
+      out[i] = dtype == DType::I8 ? float(static_cast<int8_t>(src[i])) : float(static_cast<uint8_t>(src[i]));
+    return;
+  }
   for (size_t i = 0; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, src + 2 * i, 2);
@@ -64,7 +69,7 @@ namespace {
 // rather than "unknown" for a well-formed checkpoint in a format we do not serve.
 bool is_known_safetensors_dtype(std::string_view s) {
   static constexpr std::string_view kKnown[] = {
-      "BOOL", "U8",      "I8",      "I16",     "U16",     "I32",     "U32",     "I64",
+      "BOOL", "I16",     "U16",     "I32",     "U32",     "I64",
       "U64",  "F64",     "F8_E4M3", "F8_E5M2", "F8_E8M0", "E8M0",    "F4",      "F6_E2M3",
       "F6_E3M2", "C64",  "F8_E4M3FN", "F8_E5M2FNUZ", "F8_E4M3FNUZ"};
   return std::find(std::begin(kKnown), std::end(kKnown), s) != std::end(kKnown);
@@ -76,6 +81,9 @@ bool parse_file_dtype(std::string_view s, DType* out) {
   if (s == "F32") { *out = DType::F32; return true; }
   if (s == "BF16") { *out = DType::BF16; return true; }
   if (s == "F16") { *out = DType::F16; return true; }
+  // Quantized weights' codes and scales (kernels/quant_formats.h).
+  if (s == "I8") { *out = DType::I8; return true; }
+  if (s == "U8") { *out = DType::U8; return true; }
   return false;
 }
 

@@ -57,7 +57,7 @@ class SafetensorsFile {
  public:
   // Maps and validates the whole header. Throws ds::Error naming the file and, where one is
   // involved, the tensor: short file, bad header length, invalid JSON, malformed entry,
-  // unsupported dtype (only F32, BF16, F16 are read), negative dims, bad data_offsets, data past
+  // unsupported dtype (F32, BF16, F16 are read, and I8 / U8 for quantized weights), negative dims, bad data_offsets, data past
   // the end of the file, byte size != numel * dtype size, overlapping tensors, size overflow.
   static SafetensorsFile open(const std::string& path, bool prefetch = false);
 

@@ -77,6 +77,8 @@ void SafetensorsWriter::add_f32_as(std::string name, DType target, std::vector<i
         std::memcpy(&bytes[i * 2], &h, 2);
         break;
       }
+      case DType::I8: bytes[i] = std::byte(uint8_t(int8_t(values[i]))); break;
+      case DType::U8: bytes[i] = std::byte(uint8_t(values[i])); break;
     }
   }
   add(std::move(name), target, std::move(shape), bytes);

@@ -1,6 +1,7 @@
 #include "model/weight_loader.h"
 
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 
@@ -8,7 +9,37 @@ namespace ds {
 
 const TensorView& WeightLoader::raw(const std::string& name) const { return store.get(prefix + name); }
 
+namespace {
+
+bool is_code_dtype(DType t) { return t == DType::I8 || t == DType::U8; }
+
+}  // namespace
+
+std::optional<WeightLoader::QuantParts> WeightLoader::quantized(const std::string& name, int out, int in) const {
+  const TensorView* codes = store.find(prefix + name);
+  if (!codes || !is_code_dtype(codes->dtype)) return std::nullopt;
+  const std::string where = "tensor '" + prefix + name + "' in " + store.dir();
+  const TensorView* scales = store.find(prefix + name + "_scale");
+  DS_CHECK(scales, where + " holds quantized codes (" + std::string(dtype_name(codes->dtype)) + ") but '" + prefix +
+                       name + "_scale' is missing");
+  const QuantFormat f = quant_format_of(codes->dtype, scales->dtype);
+  DS_CHECK(f != QuantFormat::None, where + ": codes " + std::string(dtype_name(codes->dtype)) + " with scales " +
+                                       std::string(dtype_name(scales->dtype)) +
+                                       " name no format (q8_0: I8 + F16, q4_0: U8 + F16, mxfp4: U8 + U8)");
+  DS_CHECK(in % kQuantBlock == 0, where + ": a " + std::string(quant_format_name(f)) + " weight needs its input size (" +
+                                      std::to_string(in) + ") to be a multiple of 32");
+  store.get(prefix + name, {int64_t(out), int64_t(quant_code_bytes(f, in))});
+  const int64_t scale_cols = in / kQuantBlock;
+  store.get(prefix + name + "_scale", {int64_t(out), scale_cols});
+  return QuantParts{f, codes, scales};
+}
+
 PackedWeight WeightLoader::linear(const std::string& name, int out, int in) const {
+  if (auto q = quantized(name, out, in)) {
+    // Mapped tensors may be unaligned; the packer reads bytes, which is fine.
+    return pack_quantized_weight(q->format, static_cast<const uint8_t*>(q->codes->data),
+                                 static_cast<const uint8_t*>(q->scales->data), out, in);
+  }
   const TensorView& t = store.get(prefix + name, {int64_t(out), int64_t(in)});
   // Mapped tensors may be unaligned (safetensors packs them back to back): copy first.
   std::vector<std::byte> aligned(t.nbytes);
@@ -17,13 +48,49 @@ PackedWeight WeightLoader::linear(const std::string& name, int out, int in) cons
 }
 
 PackedWeight WeightLoader::stacked(const std::vector<std::pair<std::string, int>>& names_out, int in) const {
-  int total = 0;
-  for (auto& [name, out] : names_out) total += out;
+  // Consecutive parts of one kind (the same quantized format, or unquantized) pack together;
+  // a stack of several kinds (a KDA projection whose small gate parts stay bf16 beside
+  // quantized q, k, v) becomes a PackedWeight of parts, one matmul each.
+  std::vector<PackedWeight> runs;
+  size_t i = 0;
+  while (i < names_out.size()) {
+    const std::optional<QuantParts> first = quantized(names_out[i].first, names_out[i].second, in);
+    const QuantFormat f = first ? first->format : QuantFormat::None;
+    size_t j = i;
+    std::vector<QuantParts> qparts;
+    while (j < names_out.size()) {
+      const std::optional<QuantParts> q = quantized(names_out[j].first, names_out[j].second, in);
+      if ((q ? q->format : QuantFormat::None) != f) break;
+      if (q) qparts.push_back(*q);
+      ++j;
+    }
+    int rows = 0;
+    for (size_t t = i; t < j; ++t) rows += names_out[t].second;
+    if (f != QuantFormat::None) {
+      // Blocks run along k, so rows are independent: the stack is the rows one after another.
+      std::vector<uint8_t> codes, scales;
+      for (const QuantParts& q : qparts) {
+        const auto* c = static_cast<const uint8_t*>(q.codes->data);
+        const auto* s = static_cast<const uint8_t*>(q.scales->data);
+        codes.insert(codes.end(), c, c + q.codes->nbytes);
+        scales.insert(scales.end(), s, s + q.scales->nbytes);
+      }
+      runs.push_back(pack_quantized_weight(f, codes.data(), scales.data(), rows, in));
+    } else {
+      runs.push_back(stacked_unquantized({names_out.begin() + long(i), names_out.begin() + long(j)}, rows, in));
+    }
+    i = j;
+  }
+  return stack_weights(std::move(runs));
+}
+
+PackedWeight WeightLoader::stacked_unquantized(const std::vector<std::pair<std::string, int>>& names_out, int total,
+                                               int in) const {
   std::vector<float> all(size_t(total) * size_t(in));
   DType dtype = DType::BF16;
   size_t row = 0;
   for (auto& [name, out] : names_out) {
-    const TensorView& t = store.get(prefix + name, {int64_t(out), int64_t(in)});
+    const TensorView& t = float_tensor(name, {int64_t(out), int64_t(in)});
     if (t.dtype != DType::BF16) dtype = DType::F32;  // any wider part keeps the whole stack exact
     t.copy_as_f32(all.data() + row * size_t(in));
     row += size_t(out);
@@ -34,8 +101,20 @@ PackedWeight WeightLoader::stacked(const std::vector<std::pair<std::string, int>
   return pack_weight(b.data(), DType::BF16, total, in);
 }
 
+void WeightLoader::require_numbers(const TensorView& t) const {
+  DS_CHECK(!is_code_dtype(t.dtype), "tensor '" + t.name + "' in " + store.dir() + " is " + std::string(dtype_name(t.dtype)) +
+                                        ", but only a linear layer's weight may be quantized; this one must be F32, BF16 or F16");
+}
+
+const TensorView& WeightLoader::float_tensor(const std::string& name, std::initializer_list<int64_t> shape) const {
+  const TensorView& t = store.get(prefix + name, shape);
+  require_numbers(t);
+  return t;
+}
+
 std::vector<float> WeightLoader::vector_f32(const std::string& name, int64_t numel) const {
   const TensorView& t = store.get(prefix + name);
+  require_numbers(t);
   DS_CHECK(t.numel() == numel, "tensor '" + prefix + name + "' in " + store.dir() + " has " +
                                    std::to_string(t.numel()) + " elements, expected " + std::to_string(numel));
   return t.to_f32();

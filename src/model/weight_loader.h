@@ -1,6 +1,8 @@
 // Loading helpers shared by the layers: shape-checked, copied into aligned packed memory.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +21,20 @@ struct WeightLoader {
   PackedWeight stacked(const std::vector<std::pair<std::string, int>>& names_out, int in) const;
   std::vector<float> vector_f32(const std::string& name, int64_t numel) const;
   const TensorView& raw(const std::string& name) const;
+  // A tensor that must hold numbers, not quantized codes (norms, biases, embeddings): a clear
+  // error for I8 / U8. -1 in the shape matches any size.
+  const TensorView& float_tensor(const std::string& name, std::initializer_list<int64_t> shape) const;
+  void require_numbers(const TensorView& t) const;
+  PackedWeight stacked_unquantized(const std::vector<std::pair<std::string, int>>& names_out, int total, int in) const;
+
+  // A quantized linear's codes and scales (kernels/quant_formats.h), shape-checked; nothing when
+  // `name` is not quantized.
+  struct QuantParts {
+    QuantFormat format;
+    const TensorView* codes;
+    const TensorView* scales;
+  };
+  std::optional<QuantParts> quantized(const std::string& name, int out, int in) const;
 };
 
 }  // namespace ds
