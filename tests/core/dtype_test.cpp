@@ -40,8 +40,14 @@ TEST(DType, ParsesSafetensorsAndShortNames) {
   EXPECT_EQ(t, DType::BF16);
   ASSERT_TRUE(parse_dtype("f32", &t));
   EXPECT_EQ(t, DType::F32);
-  EXPECT_FALSE(parse_dtype("int8", &t));
+  ASSERT_TRUE(parse_dtype("I8", &t));  // quantized weights' codes
+  EXPECT_EQ(t, DType::I8);
+  ASSERT_TRUE(parse_dtype("uint8", &t));
+  EXPECT_EQ(t, DType::U8);
+  EXPECT_FALSE(parse_dtype("int4", &t));
   EXPECT_EQ(dtype_size(DType::F16), 2u);
+  EXPECT_EQ(dtype_size(DType::I8), 1u);
+  EXPECT_EQ(dtype_name(DType::U8), "U8");
 }
 
 }  // namespace
