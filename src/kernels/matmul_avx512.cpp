@@ -89,30 +89,15 @@ void rows_panels(const float* x, size_t ldx, const PackedWeight& w, float* y, si
   }
 }
 
-using RowsFn = void (*)(const float*, size_t, const PackedWeight&, float*, size_t, int, int, bool);
 constexpr RowsFn kRows[9] = {nullptr,         rows_panels<1>, rows_panels<2>, rows_panels<3>,
                              rows_panels<4>,  rows_panels<5>, rows_panels<6>, rows_panels<7>,
                              rows_panels<8>};
 
 }  // namespace
 
-void matmul_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
-                          int m, int p0, int p1, bool accumulate) {
-  // Rows are taken in blocks whose activations stay in L2 while this thread's panels stream
-  // past them; within a block, 8-row tiles.
-  const int row_block = std::max(8, int((256 * 1024) / (size_t(w.k) * 4)) / 8 * 8);
-  for (int rb = 0; rb < m; rb += row_block) {
-    const int re = std::min(m, rb + row_block);
-    // Panel groups outermost within the block so a panel group stays in L1/L2 across row tiles.
-    const int group = 8;
-    for (int pg = p0; pg < p1; pg += group) {
-      const int pe = std::min(p1, pg + group);
-      for (int r = rb; r < re; r += 8) {
-        const int rows = std::min(8, re - r);
-        kRows[rows](x + size_t(r) * ldx, ldx, w, y + size_t(r) * ldy, ldy, pg, pe, accumulate);
-      }
-    }
-  }
+void matmul_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m, int p0,
+                          int p1, bool accumulate) {
+  walk_row_tiles(kRows, x, ldx, w, y, ldy, m, p0, p1, accumulate);
 }
 
 }  // namespace ds::detail

@@ -124,27 +124,14 @@ void rows_panels(const float* x, size_t ldx, const PackedWeight& w, float* y, si
   }
 }
 
-using RowsFn = void (*)(const float*, size_t, const PackedWeight&, float*, size_t, int, int, bool);
 constexpr RowsFn kRows[9] = {nullptr,        rows_panels<1>, rows_panels<2>, rows_panels<3>, rows_panels<4>,
                              rows_panels<5>, rows_panels<6>, rows_panels<7>, rows_panels<8>};
 
 }  // namespace
 
-void matmul_quant_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
-                                int m, int p0, int p1, bool accumulate) {
-  // As the dense kernels: rows in blocks that stay in L2, panel groups outermost within a block.
-  const int row_block = std::max(8, int((256 * 1024) / (size_t(w.k) * 4)) / 8 * 8);
-  for (int rb = 0; rb < m; rb += row_block) {
-    const int re = std::min(m, rb + row_block);
-    const int group = 8;
-    for (int pg = p0; pg < p1; pg += group) {
-      const int pe = std::min(p1, pg + group);
-      for (int r = rb; r < re; r += 8) {
-        const int rows = std::min(8, re - r);
-        kRows[rows](x + size_t(r) * ldx, ldx, w, y + size_t(r) * ldy, ldy, pg, pe, accumulate);
-      }
-    }
-  }
+void matmul_quant_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m, int p0,
+                                int p1, bool accumulate) {
+  walk_row_tiles(kRows, x, ldx, w, y, ldy, m, p0, p1, accumulate);
 }
 
 }  // namespace ds::detail

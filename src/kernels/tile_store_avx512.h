@@ -1,10 +1,13 @@
-// Writing an M x NV tile of 16-wide f32 accumulators to y (masked at the last, partial panel),
-// shared by the AVX-512 matmul kernels. Include only from *_avx512.cpp files.
+// What the AVX-512 matmul kernels share: writing an M x NV tile of 16-wide f32 accumulators to
+// y (masked at the last, partial panel), and the walk over row blocks and panel groups. Include
+// only from *_avx512.cpp files.
 #pragma once
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstddef>
+
+#include "kernels/matmul.h"
 
 namespace ds::detail {
 
@@ -21,6 +24,27 @@ inline void store_tile(__m512 (&acc)[M][NV], float* y, size_t ldy, int p, int n,
       if (accumulate) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, dst));
       _mm512_mask_storeu_ps(dst, mask, out);
     }
+}
+
+// rows_fn[r] computes r rows (1..8) over panels [pg, pe). Rows are taken in blocks whose
+// activations stay in L2 while this thread's panels stream past them; within a block, panel
+// groups are outermost so a group stays in L1/L2 across the 8-row tiles.
+using RowsFn = void (*)(const float*, size_t, const PackedWeight&, float*, size_t, int, int, bool);
+
+inline void walk_row_tiles(const RowsFn (&rows_fn)[9], const float* x, size_t ldx, const PackedWeight& w, float* y,
+                           size_t ldy, int m, int p0, int p1, bool accumulate) {
+  const int row_block = std::max(8, int((256 * 1024) / (size_t(w.k) * 4)) / 8 * 8);
+  for (int rb = 0; rb < m; rb += row_block) {
+    const int re = std::min(m, rb + row_block);
+    const int group = 8;
+    for (int pg = p0; pg < p1; pg += group) {
+      const int pe = std::min(p1, pg + group);
+      for (int r = rb; r < re; r += 8) {
+        const int rows = std::min(8, re - r);
+        rows_fn[rows](x + size_t(r) * ldx, ldx, w, y + size_t(r) * ldy, ldy, pg, pe, accumulate);
+      }
+    }
+  }
 }
 
 }  // namespace ds::detail
