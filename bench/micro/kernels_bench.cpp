@@ -48,7 +48,7 @@ void BM_DecodeAttention(benchmark::State& st) {
   auto pool = randn(size_t(blocks) * bs * dk, 3);
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
-  PagedKv kv{pool.data(), pool.data(), size_t(bs) * dk, size_t(dk), bs, table.data()};
+  PagedKv kv = PagedKv::f32(pool.data(), pool.data(), size_t(bs) * dk, size_t(dk), bs, table.data());
   auto q = randn(size_t(nq) * dk, 4);
   std::vector<float> out(size_t(nq) * dv), scratch(attention_scratch_floats(nq, dv, ctx));
   for (auto _ : st) {
@@ -67,7 +67,7 @@ void BM_DecodeAttentionGqaHead(benchmark::State& st) {
   auto pool = randn(size_t(blocks) * bs * row, 5);
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
-  PagedKv kv{pool.data(), pool.data() + 4 * hd, size_t(bs) * row, size_t(row), bs, table.data()};
+  PagedKv kv = PagedKv::f32(pool.data(), pool.data() + 4 * hd, size_t(bs) * row, size_t(row), bs, table.data());
   auto q = randn(size_t(nq) * hd, 6);
   std::vector<float> out(size_t(nq) * hd), scratch(attention_scratch_floats(nq, hd, ctx));
   for (auto _ : st) {

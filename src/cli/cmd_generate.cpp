@@ -9,11 +9,13 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/kv_cache_flag.h"
 #include "cli/spec_flags.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "model/model_files.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +32,7 @@ struct GenerateOptions {
   int prefill_chunk = 2048;
   int top_logprobs = 0;
   bool json = false, ignore_eos = false;
+  KvDtype kv_cache_dtype = KvDtype::F32;
   SpecFlags spec;
 };
 
@@ -58,12 +61,12 @@ int run(const GenerateOptions& o) {
   const ModelConfig cfg = model->config();
   const size_t decode_weight_bytes = model->decode_weight_bytes(), weights_bytes = model->weights_bytes();
   std::optional<Tokenizer> tok;
-  if (std::filesystem::exists(o.model + "/tokenizer.json")) tok = Tokenizer::load(o.model + "/tokenizer.json");
+  if (const std::optional<TokenizerText> t = model_tokenizer_json(o.model)) tok = Tokenizer::from_json_text(t->json, t->where);
   std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) {
     prompt = parse_ids(o.prompt_ids);
   } else {
-    DS_CHECK(tok, "--prompt needs " + o.model + "/tokenizer.json; use --prompt-ids otherwise");
+    DS_CHECK(tok, "--prompt needs the model's tokenizer (" + o.model + " has none); use --prompt-ids otherwise");
     prompt = tok->encode(o.prompt);
   }
   DS_CHECK(!prompt.empty(), "the prompt is empty");
@@ -82,6 +85,7 @@ int run(const GenerateOptions& o) {
   ec.num_kv_blocks = (ec.max_model_len + ec.block_size - 1) / ec.block_size + 1;
   ec.threads = o.threads;
   ec.prefix.enabled = false;
+  ec.kv_cache_dtype = o.kv_cache_dtype;
   ec.spec = spec_options_of(o.spec);
   Engine engine(std::move(model), ec);
   const SpecOptions spec = engine.config().spec;
@@ -143,6 +147,7 @@ int run(const GenerateOptions& o) {
     j["decode_weight_bytes"] = decode_weight_bytes;
     j["decode_read_gb_per_s"] = double(decode_weight_bytes) * decode_tps / 1e9;
     j["isa"] = isa_name(active_isa());
+    j["kv_cache_dtype"] = kv_dtype_name(o.kv_cache_dtype);
     j["threads"] = o.threads;
     if (o.top_logprobs > 0) j["top_logprobs"] = top;
     if (spec.enabled()) {
@@ -178,7 +183,7 @@ int run(const GenerateOptions& o) {
 RegisterCommand reg("generate", [](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "generate from one prompt and report speed");
   auto o = std::make_shared<GenerateOptions>();
-  cmd->add_option("--model", o->model, "model directory")->required();
+  cmd->add_option("--model", o->model, "model folder, or one GGUF file")->required();
   auto* p = cmd->add_option("--prompt", o->prompt, "prompt text");
   auto* pi = cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
   p->excludes(pi);
@@ -190,6 +195,7 @@ RegisterCommand reg("generate", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o->seed, "sampling seed");
   cmd->add_option("--threads", o->threads, "0 = all cores")->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "tokens per prefill step")->check(CLI::PositiveNumber);
+  add_kv_cache_dtype_option(cmd, &o->kv_cache_dtype);
   cmd->add_option("--top-logprobs", o->top_logprobs, "with --json: top-N log-probabilities per token")
       ->check(CLI::Range(0, 20));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-text");

@@ -12,10 +12,12 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/kv_cache_flag.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "model/model_files.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -65,11 +67,6 @@ std::string resolve_api_key(const ServeArgs& a) {
   return a.api_key;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 int run_serve(const ServeArgs& a) {
   // Signals are taken by one thread with sigwait: block them before any other thread exists so
   // every thread inherits the mask, and ignore SIGPIPE from clients that hang up mid-write.
@@ -82,9 +79,12 @@ int run_serve(const ServeArgs& a) {
 
   DS_CHECK(a.grace_s >= 0, "invalid settings: --shutdown-grace-s must be >= 0, got " + std::to_string(a.grace_s));
   DS_CHECK(a.max_body_mb > 0, "invalid settings: --max-body-mb must be > 0, got " + std::to_string(a.max_body_mb));
-  DS_CHECK(std::filesystem::is_directory(a.model), "--model " + a.model + " is not a directory");
-  const std::string tok_path = (std::filesystem::path(a.model) / "tokenizer.json").string();
-  Tokenizer tokenizer = Tokenizer::load(tok_path);
+  DS_CHECK(std::filesystem::is_directory(a.model) || is_gguf_model(a.model),
+           "--model " + a.model + " is neither a model folder nor a GGUF file");
+  const std::optional<TokenizerText> tok_text = model_tokenizer_json(a.model);
+  DS_CHECK(tok_text, "--model " + a.model + " has no tokenizer (tokenizer.json, or tokenizer.ggml.* in a GGUF file)");
+  const std::string& tok_path = tok_text->where;
+  Tokenizer tokenizer = Tokenizer::from_json_text(tok_text->json, tok_path);
   std::unique_ptr<Model> model = Model::load(a.model, a.engine.threads);
   const int model_vocab = model->config().vocab_size;
   DS_CHECK(tokenizer.vocab_size() <= model_vocab,
@@ -94,11 +94,10 @@ int run_serve(const ServeArgs& a) {
   ec.spec = spec_options_of(a.spec);
   if (ec.spec.has_draft_model()) {
     // The draft must speak the target's tokens: the same tokenizer file where it has one.
-    const std::string draft_tok = (std::filesystem::path(ec.spec.draft_model) / "tokenizer.json").string();
-    if (std::filesystem::exists(draft_tok))
-      DS_CHECK(read_file(draft_tok) == read_file(tok_path),
-               "--draft-model " + ec.spec.draft_model + " has another tokenizer than the target (" + draft_tok + " differs from " +
-                   tok_path + "): a draft must share the target's tokenizer");
+    if (const std::optional<TokenizerText> draft_tok = model_tokenizer_json(ec.spec.draft_model))
+      DS_CHECK(draft_tok->json == tok_text->json,
+               "--draft-model " + ec.spec.draft_model + " has another tokenizer than the target (" + draft_tok->where +
+                   " differs from " + tok_path + "): a draft must share the target's tokenizer");
   }
   Engine engine(std::move(model), ec);
   const EngineConfig& c = engine.config();
@@ -124,6 +123,7 @@ int run_serve(const ServeArgs& a) {
   o.port = a.port;
   o.served_model_names = a.served_names.empty() ? std::vector<std::string>{default_served_name(a.model)} : a.served_names;
   o.model_dir = a.model;
+  o.chat_template = model_chat_template_text(a.model);
   o.api_key = resolve_api_key(a);
   o.allowed_hosts = a.allowed_hosts;
   o.allowed_origins = a.allowed_origins;
@@ -168,7 +168,7 @@ int run_serve(const ServeArgs& a) {
 RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
-  cmd->add_option("--model", a->model, "Model directory (config.json, safetensors, tokenizer.json)")->required();
+  cmd->add_option("--model", a->model, "Model folder (config.json, safetensors, tokenizer.json) or one GGUF file")->required();
   cmd->add_option("--served-model-name", a->served_names,
                   "Names clients use for the model (several allowed; default: the directory's name)");
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
@@ -184,6 +184,7 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", a->engine.threads, "Compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--block-size", a->engine.block_size, "Tokens per KV block (the prefix cache's granularity)")
       ->capture_default_str();
+  add_kv_cache_dtype_option(cmd, &a->engine.kv_cache_dtype);
   cmd->add_flag("!--no-prefix-caching", a->engine.prefix.enabled,
                 "Turn off prefix caching (cached KV blocks and recurrent-state snapshots)");
   cmd->add_option("--state-snapshot-interval", a->engine.prefix.snapshot_interval,

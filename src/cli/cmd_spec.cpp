@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "model/model_files.h"
 #include "spec/golden_curve.h"
 #include "spec/spec_options.h"
 #include "tokenizer/tokenizer.h"
@@ -82,7 +83,9 @@ std::vector<std::vector<int32_t>> read_prompts(const std::string& path, const To
 
 int calibrate(const CalibrateOptions& o) {
   const std::vector<int> ks = parse_ks(o.ks);
-  const Tokenizer tok = Tokenizer::load((std::filesystem::path(o.model) / "tokenizer.json").string());
+  const std::optional<TokenizerText> tok_text = model_tokenizer_json(o.model);
+  DS_CHECK(tok_text, "--model " + o.model + " has no tokenizer");
+  const Tokenizer tok = Tokenizer::from_json_text(tok_text->json, tok_text->where);
   const auto prompts = read_prompts(o.prompts, tok);
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());

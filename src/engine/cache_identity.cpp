@@ -10,16 +10,24 @@ namespace ds {
 uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft) {
   const ModelConfig& mc = model.config();
   // The weights' content (not just their shape: a restart on another checkpoint of the same
-  // shape must not reuse this one's KV or states), the KV and state layout (f32 rows of these
-  // sizes), and the block size.
-  constexpr uint64_t kKvDtypeF32 = 0x6633320000000001ull;  // bump when the cache's dtype changes
+  // shape must not reuse this one's KV or states), the KV and state layout (rows of this
+  // dtype and these sizes), and the block size.
+  // The f32 tag is the one every earlier build wrote, so their disk tiers still hit.
+  auto kv_dtype_tag = [](KvDtype t) -> uint64_t {
+    switch (t) {
+      case KvDtype::F32: return 0x6633320000000001ull;
+      case KvDtype::BF16: return 0x6266313600000001ull;
+      case KvDtype::Fp8E4M3: return 0x6670385f65346d33ull;
+    }
+    return 0;
+  };
   const uint64_t identity[] = {std::hash<std::string>{}(mc.model_type),
                                uint64_t(mc.vocab_size),
                                uint64_t(mc.hidden_size),
                                uint64_t(mc.num_layers),
                                uint64_t(model.weights_bytes()),
                                model.weights_fingerprint(),
-                               kKvDtypeF32,
+                               kv_dtype_tag(model.kv_dtype()),
                                uint64_t(model.kv_bytes_per_block(block_size)),
                                uint64_t(model.state_bytes_per_slot()),
                                uint64_t(block_size)};
@@ -29,6 +37,7 @@ uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft
                                  0x6472616674000001ull,  // "draft"
                                  uint64_t(draft->weights_bytes()),
                                  draft->weights_fingerprint(),
+                                 kv_dtype_tag(draft->kv_dtype()),
                                  uint64_t(draft->kv_bytes_per_block(block_size)),
                                  uint64_t(draft->state_bytes_per_slot())};
   return block_hash_seed(with_draft);

@@ -7,6 +7,7 @@
 #include "core/cpu_features.h"
 #include "kernels/attention_isa.h"
 #include "kernels/fast_math.h"
+#include "kernels/kv_format.h"
 #include "kernels/simd.h"
 
 namespace ds {
@@ -17,11 +18,24 @@ namespace {
 // prefetcher, which stays inside a page, does not follow them: decode attention was bound by
 // memory latency. Rows this far ahead are requested explicitly.
 constexpr int kPrefetchRows = 16;
-inline void prefetch_row(const float* row, int n) {
-  for (int i = 0; i < n; i += 16) __builtin_prefetch(row + i, 0, 3);
+inline void prefetch_row(const std::byte* row, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(row + i, 0, 3);
+}
+
+// The scalar path reads rows of other types through a buffer of this many values at a time.
+constexpr int kRowChunk = 256;
+
+// n values of a row from value c0 on, as f32: the row itself for f32, else converted into buf.
+inline const float* row_values(const PagedKv& kv, const std::byte* row, float row_scale, int c0, int n, float* buf) {
+  if (kv.dtype == KvDtype::F32) return reinterpret_cast<const float*>(row) + c0;
+  kv_load_row(kv.dtype, row + size_t(c0) * kv_elem_bytes(kv.dtype), row_scale, n, buf);
+  return buf;
 }
 
 }  // namespace
+
+void PagedKv::key_f32(int pos, int n, float* out) const { kv_load_row(dtype, key(pos), key_scale(pos), n, out); }
+void PagedKv::value_f32(int pos, int n, float* out) const { kv_load_row(dtype, value(pos), value_scale(pos), n, out); }
 
 DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv, float scale,
                                          const PagedKv& kv, int t0, int t1, float* o_part,
@@ -34,21 +48,33 @@ DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv,
     // Each key row is loaded once and dotted with every head's query. The dot keeps kDotLanes
     // independent partial sums: one running sum is a serial dependency the compiler may not
     // reorder (no -ffast-math), which would leave the loop scalar.
+    // Each key row is loaded once (in chunks of kRowChunk values) and dotted with every head's
+    // query. The dot keeps kDotLanes independent partial sums: one running sum is a serial
+    // dependency the compiler may not reorder (no -ffast-math), which would leave the loop scalar.
     constexpr int kDotLanes = 16;
-    const int dl = dk / kDotLanes * kDotLanes;
+    const size_t row_bytes = size_t(dk) * kv_elem_bytes(kv.dtype);
+    float buf[kRowChunk];
     for (int t = 0; t < n; ++t) {
-      const float* kr = kv.key(t0 + t);
-      if (t + kPrefetchRows < n) prefetch_row(kv.key(t0 + t + kPrefetchRows), dk);
-      for (int h = 0; h < nq; ++h) {
-        const float* qh = q + size_t(h) * size_t(dk);
-        float acc[kDotLanes] = {};
-        for (int d = 0; d < dl; d += kDotLanes)
-          for (int j = 0; j < kDotLanes; ++j) acc[j] += qh[d + j] * kr[d + j];
-        float sum = 0.f;
-        for (int d = dl; d < dk; ++d) sum += qh[d] * kr[d];
-        for (int j = 0; j < kDotLanes; ++j) sum += acc[j];
-        scores[size_t(h) * kAttnPartition + size_t(t)] = sum * scale;
+      const std::byte* row = kv.key(t0 + t);
+      const float ks = kv.key_scale(t0 + t);
+      if (t + kPrefetchRows < n) prefetch_row(kv.key(t0 + t + kPrefetchRows), row_bytes);
+      for (int h = 0; h < nq; ++h) scores[size_t(h) * kAttnPartition + size_t(t)] = 0.f;
+      for (int c0 = 0; c0 < dk; c0 += kRowChunk) {
+        const int cn = std::min(kRowChunk, dk - c0);
+        const float* kr = row_values(kv, row, ks, c0, cn, buf);
+        const int dl = cn / kDotLanes * kDotLanes;
+        for (int h = 0; h < nq; ++h) {
+          const float* qh = q + size_t(h) * size_t(dk) + size_t(c0);
+          float acc[kDotLanes] = {};
+          for (int d = 0; d < dl; d += kDotLanes)
+            for (int j = 0; j < kDotLanes; ++j) acc[j] += qh[d + j] * kr[d + j];
+          float sum = 0.f;
+          for (int d = dl; d < cn; ++d) sum += qh[d] * kr[d];
+          for (int j = 0; j < kDotLanes; ++j) sum += acc[j];
+          scores[size_t(h) * kAttnPartition + size_t(t)] += sum;
+        }
       }
+      for (int h = 0; h < nq; ++h) scores[size_t(h) * kAttnPartition + size_t(t)] *= scale;
     }
   }
   for (int h = 0; h < nq; ++h) {
@@ -70,13 +96,20 @@ DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv,
   }
   for (int h = 0; h < nq; ++h)
     for (int d = 0; d < dv; ++d) o_part[size_t(h) * size_t(dv) + size_t(d)] = 0.f;
+  const size_t vrow_bytes = size_t(dv) * kv_elem_bytes(kv.dtype);
+  float buf[kRowChunk];
   for (int t = 0; t < n; ++t) {
-    const float* vr = kv.value(t0 + t);
-    if (t + kPrefetchRows < n) prefetch_row(kv.value(t0 + t + kPrefetchRows), dv);
-    for (int h = 0; h < nq; ++h) {
-      const float p = scores[size_t(h) * kAttnPartition + size_t(t)];
-      float* oh = o_part + size_t(h) * size_t(dv);
-      for (int d = 0; d < dv; ++d) oh[d] += p * vr[d];
+    const std::byte* row = kv.value(t0 + t);
+    const float vs = kv.value_scale(t0 + t);
+    if (t + kPrefetchRows < n) prefetch_row(kv.value(t0 + t + kPrefetchRows), vrow_bytes);
+    for (int c0 = 0; c0 < dv; c0 += kRowChunk) {
+      const int cn = std::min(kRowChunk, dv - c0);
+      const float* vr = row_values(kv, row, vs, c0, cn, buf);
+      for (int h = 0; h < nq; ++h) {
+        const float p = scores[size_t(h) * kAttnPartition + size_t(t)];
+        float* oh = o_part + size_t(h) * size_t(dv) + size_t(c0);
+        for (int d = 0; d < cn; ++d) oh[d] += p * vr[d];
+      }
     }
   }
 }
@@ -133,7 +166,9 @@ int attention_prefill_tile(int nq) { return std::max(1, kMaxTileRows / nq); }
 
 size_t attention_prefill_scratch_floats(int nq, int dk, int dv) {
   (void)nq;
-  return size_t(dk) * kKeyBlock + size_t(kMaxTileRows) * (kKeyBlock + size_t(dv) + 2) + 64;
+  // + a key row and a block of value rows converted to f32 (caches of other types)
+  return size_t(dk) * kKeyBlock + size_t(kMaxTileRows) * (kKeyBlock + size_t(dv) + 2) + size_t(dk) +
+         size_t(kKeyBlock) * size_t(dv) + 64;
 }
 
 DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, int t1, int start, int nq,
@@ -145,6 +180,9 @@ DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, 
   float* O = S + size_t(kMaxTileRows) * kKeyBlock;       // [rows][dv] unnormalised outputs
   float* M = O + size_t(kMaxTileRows) * size_t(dv);      // [rows] running max
   float* Lsum = M + kMaxTileRows;                        // [rows] running sum
+  float* KR = Lsum + kMaxTileRows;                       // [dk] one key row as f32
+  float* VB = KR + dk;                                   // [64][dv] the block's values as f32
+  const bool f32 = kv.dtype == KvDtype::F32;
   for (int q0 = t0; q0 < t1; q0 += tile) {
     const int nt = std::min(tile, t1 - q0);
     const int rows = nt * nq;  // row r: token q0 + r / nq, head r % nq
@@ -157,7 +195,9 @@ DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, 
     for (int k0 = 0; k0 <= last_pos; k0 += kKeyBlock) {
       const int nk = std::min(kKeyBlock, last_pos + 1 - k0);
       for (int j = 0; j < nk; ++j) {
-        const float* kr = kv.key(k0 + j);
+        const float* kr = KR;
+        if (f32) kr = reinterpret_cast<const float*>(kv.key(k0 + j));
+        else kv.key_f32(k0 + j, dk, KR);
         for (int d = 0; d < dk; ++d) KT[size_t(d) * kKeyBlock + size_t(j)] = kr[d];
       }
       for (int j = nk; j < kKeyBlock; ++j)
@@ -197,7 +237,15 @@ DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, 
       // O += P V with each output row held in registers across the block's keys (64 values of
       // the row at a time); the block's values stay in L1 across rows.
       const float* vrows[kKeyBlock];
-      for (int j = 0; j < nk; ++j) vrows[j] = kv.value(k0 + j);
+      for (int j = 0; j < nk; ++j) {
+        if (f32) {
+          vrows[j] = reinterpret_cast<const float*>(kv.value(k0 + j));
+        } else {
+          float* vb = VB + size_t(j) * size_t(dv);
+          kv.value_f32(k0 + j, dv, vb);
+          vrows[j] = vb;
+        }
+      }
       for (int r = 0; r < rows; ++r) {
         const float* pr = S + size_t(r) * kKeyBlock;
         float* orow = O + size_t(r) * size_t(dv);
@@ -230,11 +278,16 @@ DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, 
 void attention_reference(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
                          int n_ctx, float* out) {
   std::vector<double> s(static_cast<size_t>(n_ctx));
+  std::vector<float> keys(size_t(n_ctx) * size_t(dk)), values(size_t(n_ctx) * size_t(dv));
+  for (int t = 0; t < n_ctx; ++t) {
+    kv.key_f32(t, dk, keys.data() + size_t(t) * size_t(dk));
+    kv.value_f32(t, dv, values.data() + size_t(t) * size_t(dv));
+  }
   for (int h = 0; h < nq; ++h) {
     double m = -INFINITY;
     for (int t = 0; t < n_ctx; ++t) {
       double acc = 0;
-      for (int d = 0; d < dk; ++d) acc += double(q[size_t(h) * size_t(dk) + size_t(d)]) * kv.key(t)[d];
+      for (int d = 0; d < dk; ++d) acc += double(q[size_t(h) * size_t(dk) + size_t(d)]) * keys[size_t(t) * size_t(dk) + size_t(d)];
       s[size_t(t)] = acc * scale;
       m = std::max(m, s[size_t(t)]);
     }
@@ -242,7 +295,7 @@ void attention_reference(const float* q, int nq, int dk, int dv, float scale, co
     for (int t = 0; t < n_ctx; ++t) sum += std::exp(s[size_t(t)] - m);
     for (int d = 0; d < dv; ++d) {
       double acc = 0;
-      for (int t = 0; t < n_ctx; ++t) acc += std::exp(s[size_t(t)] - m) / sum * kv.value(t)[d];
+      for (int t = 0; t < n_ctx; ++t) acc += std::exp(s[size_t(t)] - m) / sum * values[size_t(t) * size_t(dv) + size_t(d)];
       out[size_t(h) * size_t(dv) + size_t(d)] = float(acc);
     }
   }

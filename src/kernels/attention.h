@@ -7,22 +7,55 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "core/kv_dtype.h"
 
 namespace ds {
 
+// One head's view of a paged KV cache. Rows are in `dtype` (kernels/kv_format.h); fp8 rows carry
+// an f32 scale each, found at the same strides from k_scale / v_scale. Strides are in bytes.
 struct PagedKv {
-  const float* k = nullptr;   // key of token t in block b: k + b * block_stride + t * token_stride
-  const float* v = nullptr;   // value, same strides (may alias k: MLA's latent row)
-  size_t block_stride = 0;    // floats
-  size_t token_stride = 0;    // floats
+  const std::byte* k = nullptr;        // key of token t in block b: k + b * block_stride + t * token_stride
+  const std::byte* v = nullptr;        // value, same strides (may alias k: MLA's latent row)
+  const std::byte* k_scale = nullptr;  // fp8 only
+  const std::byte* v_scale = nullptr;  // fp8 only
+  size_t block_stride = 0;
+  size_t token_stride = 0;
   int block_size = 64;
   const int32_t* block_table = nullptr;
+  KvDtype dtype = KvDtype::F32;
 
-  const float* key(int pos) const {
-    return k + size_t(block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
+  // An f32 cache with strides counted in floats (tests, benchmarks).
+  static PagedKv f32(const float* k, const float* v, size_t block_stride_floats, size_t token_stride_floats,
+                     int block_size, const int32_t* block_table) {
+    PagedKv kv;
+    kv.k = reinterpret_cast<const std::byte*>(k);
+    kv.v = reinterpret_cast<const std::byte*>(v);
+    kv.block_stride = block_stride_floats * sizeof(float);
+    kv.token_stride = token_stride_floats * sizeof(float);
+    kv.block_size = block_size;
+    kv.block_table = block_table;
+    return kv;
   }
-  const float* value(int pos) const {
-    return v + size_t(block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
+
+  size_t offset(int pos) const {
+    return size_t(block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
+  }
+  const std::byte* key(int pos) const { return k + offset(pos); }
+  const std::byte* value(int pos) const { return v + offset(pos); }
+  float key_scale(int pos) const { return scale_at(k_scale, pos); }
+  float value_scale(int pos) const { return scale_at(v_scale, pos); }
+  // Rows of position pos as f32 (n values).
+  void key_f32(int pos, int n, float* out) const;
+  void value_f32(int pos, int n, float* out) const;
+
+ private:
+  float scale_at(const std::byte* base, int pos) const {
+    if (!base) return 1.f;
+    float s;
+    std::memcpy(&s, base + offset(pos), sizeof s);
+    return s;
   }
 };
 

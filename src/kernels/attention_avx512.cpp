@@ -1,5 +1,5 @@
-// AVX-512 inner loops of decode attention (attention_partition): the scores q.k for every head
-// (tiles of 4 heads x 4 keys) and the weighted sum of values (blocks of 32 rows held in L1, up
+// AVX-512 inner loops of decode attention (attention_partition), for each KV cache type: the
+// scores q.k for every head (tiles of 4 heads x 4 keys) and the weighted sum of values (blocks of 32 rows held in L1, up
 // to 6 heads per value load). Sums stay in registers; written with intrinsics because GCC
 // spills array accumulators.
 // GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_* operands of masked
@@ -10,6 +10,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/attention_isa.h"
@@ -32,91 +34,132 @@ inline float hsum(__m512 v) {
   return _mm512_cvtss_f32(v);
 }
 
+// Sixteen values of a row from value d on (lanes past the mask read as 0), as f32: bf16 widens
+// by a shift; fp8 E4M3 is moved into an f16's bit positions (sign to bit 15, exponent and
+// mantissa to bits 7..13), which vcvtph2ps widens exactly, subnormals included, to the value
+// times 2^-8 (kFp8Unit folds the 2^8 back in with the row's scale).
+template <KvDtype T>
+inline __m512 load16(const std::byte* row, int d, __mmask16 m) {
+  if constexpr (T == KvDtype::F32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
+  } else if constexpr (T == KvDtype::BF16) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + d);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, row + d));
+    const __m256i mag = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7);
+    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8);
+    return _mm512_cvtph_ps(_mm256_or_si256(mag, sign));
+  }
+}
+constexpr float kFp8Unit = 256.f;
+
+// The factor a row's products are multiplied by: its scale for fp8 (times kFp8Unit), else 1.
+template <KvDtype T>
+inline float row_factor(const std::byte* scale_base, size_t offset) {
+  if constexpr (T == KvDtype::Fp8E4M3) {
+    float s;
+    std::memcpy(&s, scale_base + offset, sizeof s);
+    return s * kFp8Unit;
+  } else {
+    (void)scale_base;
+    (void)offset;
+    return 1.f;
+  }
+}
+
 // H heads (consecutive, dk apart) against K key rows: H*K independent FMA chains; each key
 // vector is loaded once for H heads and each query vector once for K keys.
-template <int H, int K>
-inline void scores_tile(const float* q, int dk, const float* const* kr, float scale, float* out) {
+template <KvDtype T, int H, int K>
+inline void scores_tile(const float* q, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
   __m512 acc[H][K];
   for (int h = 0; h < H; ++h)
     for (int k = 0; k < K; ++k) acc[h][k] = _mm512_setzero_ps();
   for (int d = 0; d < dk; d += 16) {
     const __mmask16 m = tail_mask(dk - d);
     __m512 kv[K];
-    for (int k = 0; k < K; ++k) kv[k] = _mm512_maskz_loadu_ps(m, kr[k] + d);
+    for (int k = 0; k < K; ++k) kv[k] = load16<T>(kr[k], d, m);
     for (int h = 0; h < H; ++h) {
       const __m512 qv = _mm512_maskz_loadu_ps(m, q + size_t(h) * size_t(dk) + size_t(d));
       for (int k = 0; k < K; ++k) acc[h][k] = _mm512_fmadd_ps(qv, kv[k], acc[h][k]);
     }
   }
   for (int h = 0; h < H; ++h)
-    for (int k = 0; k < K; ++k) out[size_t(h) * kAttnPartition + size_t(k)] = hsum(acc[h][k]) * scale;
+    for (int k = 0; k < K; ++k) {
+      const float s = hsum(acc[h][k]) * scale;
+      out[size_t(h) * kAttnPartition + size_t(k)] = T == KvDtype::Fp8E4M3 ? s * kf[k] : s;
+    }
 }
 
 // All nq heads against K key rows, 4 heads at a time.
-template <int K>
-inline void scores_keys(const float* q, int nq, int dk, const float* const* kr, float scale, float* out) {
+template <KvDtype T, int K>
+inline void scores_keys(const float* q, int nq, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
   int h = 0;
-  for (; h + 4 <= nq; h += 4) scores_tile<4, K>(q + size_t(h) * size_t(dk), dk, kr, scale, out + size_t(h) * kAttnPartition);
+  for (; h + 4 <= nq; h += 4)
+    scores_tile<T, 4, K>(q + size_t(h) * size_t(dk), dk, kr, kf, scale, out + size_t(h) * kAttnPartition);
   const float* qh = q + size_t(h) * size_t(dk);
   float* oh = out + size_t(h) * kAttnPartition;
   switch (nq - h) {
-    case 3: scores_tile<3, K>(qh, dk, kr, scale, oh); break;
-    case 2: scores_tile<2, K>(qh, dk, kr, scale, oh); break;
-    case 1: scores_tile<1, K>(qh, dk, kr, scale, oh); break;
+    case 3: scores_tile<T, 3, K>(qh, dk, kr, kf, scale, oh); break;
+    case 2: scores_tile<T, 2, K>(qh, dk, kr, kf, scale, oh); break;
+    case 1: scores_tile<T, 1, K>(qh, dk, kr, kf, scale, oh); break;
     default: break;
   }
 }
 
-inline void prefetch_row(const float* row, int n) {
-  for (int i = 0; i < n; i += 16) _mm_prefetch(reinterpret_cast<const char*>(row + i), _MM_HINT_T0);
+inline void prefetch_row(const std::byte* row, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(row + i), _MM_HINT_T0);
 }
 
 // Rows this far ahead are requested explicitly: a GQA head's rows sit a whole token row apart
-// (2 KiB for 4 heads of 64), two per page, which the hardware prefetcher does not follow.
+// (2 KiB for 4 heads of 64 at f32), two per page, which the hardware prefetcher does not follow.
 constexpr int kPrefetchRows = 16;
 
-}  // namespace
-
-// Calls f(t, row) for t in [0, n) with row the key (or value) of position t0 + t, walking the
-// block table once per block: kv.key() per row costs an integer division by the block size,
-// which at 48 rows' worth per key dominated the MLA loop.
+// Calls f(t, offset, ahead) for t in [0, n) with offset the byte offset of position t0 + t's row
+// (from kv.k, kv.v or a scale base alike), walking the block table once per block: kv.key() per
+// row costs an integer division by the block size, which at 48 rows' worth per key dominated the
+// MLA loop. ahead: the offset kPrefetchRows rows on in the same block, or SIZE_MAX.
 template <typename F>
-inline void for_rows(const float* base, const PagedKv& kv, int t0, int n, F&& f) {
+inline void for_rows(const PagedKv& kv, int t0, int n, F&& f) {
   const int bs = kv.block_size;
   for (int t = 0; t < n;) {
     const int pos = t0 + t;
     const int off = pos % bs;
     const int cnt = std::min(bs - off, n - t);
-    const float* row = base + size_t(kv.block_table[pos / bs]) * kv.block_stride + size_t(off) * kv.token_stride;
-    for (int i = 0; i < cnt; ++i, row += kv.token_stride) f(t + i, row, i + kPrefetchRows < cnt ? row + kPrefetchRows * kv.token_stride : nullptr);
+    size_t at = size_t(kv.block_table[pos / bs]) * kv.block_stride + size_t(off) * kv.token_stride;
+    for (int i = 0; i < cnt; ++i, at += kv.token_stride)
+      f(t + i, at, i + kPrefetchRows < cnt ? at + kPrefetchRows * kv.token_stride : SIZE_MAX);
     t += cnt;
   }
 }
 
-void attention_scores_avx512(const float* q, int nq, int dk, float scale, const PagedKv& kv, int t0, int n,
-                             float* scores) {
-  const float* rows[4];
+template <KvDtype T>
+void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, int t0, int n, float* scores) {
+  const size_t row_bytes = size_t(dk) * kv_elem_bytes(T);
+  const std::byte* rows[4];
+  float kf[4];
   int t = 0;
-  for_rows(kv.k, kv, t0, n, [&](int tt, const float* kr, const float* ahead) {
-    if (ahead) prefetch_row(ahead, dk);
-    else if (tt + kPrefetchRows < n) prefetch_row(kv.key(t0 + tt + kPrefetchRows), dk);
-    rows[tt - t] = kr;
+  for_rows(kv, t0, n, [&](int tt, size_t at, size_t ahead) {
+    if (ahead != SIZE_MAX) prefetch_row(kv.k + ahead, row_bytes);
+    else if (tt + kPrefetchRows < n) prefetch_row(kv.key(t0 + tt + kPrefetchRows), row_bytes);
+    rows[tt - t] = kv.k + at;
+    kf[tt - t] = row_factor<T>(kv.k_scale, at);
     if (tt - t == 3) {  // four keys gathered: one tile pass for all heads
-      scores_keys<4>(q, nq, dk, rows, scale, scores + size_t(t));
+      scores_keys<T, 4>(q, nq, dk, rows, kf, scale, scores + size_t(t));
       t = tt + 1;
     }
   });
   // The last n % 4 keys wait in rows[0, n - t).
-  for (int i = 0; t + i < n; ++i) scores_keys<1>(q, nq, dk, rows + i, scale, scores + size_t(t + i));
+  for (int i = 0; t + i < n; ++i) scores_keys<T, 1>(q, nq, dk, rows + i, kf + i, scale, scores + size_t(t + i));
 }
 
-namespace {
-constexpr int kRowBlock = 32;  // value rows per block: 32 KiB at dv = 256, inside L1
+constexpr int kRowBlock = 32;  // value rows per block: 32 KiB at dv = 256 in f32, inside L1
 
 // H heads (probs and outputs dv apart) over one block of nr value rows: for each 64 output
-// columns, 4H accumulators in registers, loaded from and stored back to the output (L1).
-template <int H>
-inline void pv_rows(const float* probs, const float* const* rows, int nr, int dv, float* o) {
+// columns, 4H accumulators in registers, loaded from and stored back to the output (L1). vf:
+// each row's factor (fp8), folded into its probabilities.
+template <KvDtype T, int H>
+inline void pv_rows(const float* probs, const std::byte* const* rows, const float* vf, int nr, int dv, float* o) {
   for (int d0 = 0; d0 < dv; d0 += 64) {
     __mmask16 m[4];
     for (int j = 0; j < 4; ++j) m[j] = tail_mask(dv - d0 - 16 * j);
@@ -125,9 +168,11 @@ inline void pv_rows(const float* probs, const float* const* rows, int nr, int dv
       for (int j = 0; j < 4; ++j) a[h][j] = _mm512_maskz_loadu_ps(m[j], o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j));
     for (int i = 0; i < nr; ++i) {
       __m512 v[4];
-      for (int j = 0; j < 4; ++j) v[j] = _mm512_maskz_loadu_ps(m[j], rows[i] + d0 + 16 * j);
+      for (int j = 0; j < 4; ++j) v[j] = load16<T>(rows[i], d0 + 16 * j, m[j]);
       for (int h = 0; h < H; ++h) {
-        const __m512 p = _mm512_set1_ps(probs[size_t(h) * kAttnPartition + size_t(i)]);
+        float pf = probs[size_t(h) * kAttnPartition + size_t(i)];
+        if constexpr (T == KvDtype::Fp8E4M3) pf *= vf[i];
+        const __m512 p = _mm512_set1_ps(pf);
         for (int j = 0; j < 4; ++j) a[h][j] = _mm512_fmadd_ps(p, v[j], a[h][j]);
       }
     }
@@ -135,31 +180,56 @@ inline void pv_rows(const float* probs, const float* const* rows, int nr, int dv
       for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j), m[j], a[h][j]);
   }
 }
-}  // namespace
 
-void attention_pv_avx512(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int n, float* o_part) {
+template <KvDtype T>
+void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int n, float* o_part) {
   // Blocks of kRowBlock value rows, each used by every head and column while it sits in L1; up
   // to 6 heads share each value vector load. (One pass over all rows per head and column chunk
   // re-read the partition from L2 24 times for MLA's 12 heads: L2-bandwidth bound.)
   for (size_t i = 0; i < size_t(nq) * size_t(dv); ++i) o_part[i] = 0.f;
-  const float* rows[kRowBlock];
+  const size_t row_bytes = size_t(dv) * kv_elem_bytes(T);
+  const std::byte* rows[kRowBlock];
+  float vf[kRowBlock];
   for (int r0 = 0; r0 < n; r0 += kRowBlock) {
     const int nr = std::min(kRowBlock, n - r0);
-    for (int i = 0; i < nr; ++i) rows[i] = kv.value(t0 + r0 + i);
-    for (int i = 0; i < nr && r0 + kRowBlock + i < n; ++i) prefetch_row(kv.value(t0 + r0 + kRowBlock + i), dv);
+    for (int i = 0; i < nr; ++i) {
+      const size_t at = kv.offset(t0 + r0 + i);
+      rows[i] = kv.v + at;
+      vf[i] = row_factor<T>(kv.v_scale, at);
+    }
+    for (int i = 0; i < nr && r0 + kRowBlock + i < n; ++i) prefetch_row(kv.value(t0 + r0 + kRowBlock + i), row_bytes);
     const float* p = probs + size_t(r0);
     for (int h = 0; h < nq;) {
       const float* ph = p + size_t(h) * kAttnPartition;
       float* oh = o_part + size_t(h) * size_t(dv);
       switch (std::min(6, nq - h)) {
-        case 6: pv_rows<6>(ph, rows, nr, dv, oh); h += 6; break;
-        case 5: pv_rows<5>(ph, rows, nr, dv, oh); h += 5; break;
-        case 4: pv_rows<4>(ph, rows, nr, dv, oh); h += 4; break;
-        case 3: pv_rows<3>(ph, rows, nr, dv, oh); h += 3; break;
-        case 2: pv_rows<2>(ph, rows, nr, dv, oh); h += 2; break;
-        default: pv_rows<1>(ph, rows, nr, dv, oh); h += 1; break;
+        case 6: pv_rows<T, 6>(ph, rows, vf, nr, dv, oh); h += 6; break;
+        case 5: pv_rows<T, 5>(ph, rows, vf, nr, dv, oh); h += 5; break;
+        case 4: pv_rows<T, 4>(ph, rows, vf, nr, dv, oh); h += 4; break;
+        case 3: pv_rows<T, 3>(ph, rows, vf, nr, dv, oh); h += 3; break;
+        case 2: pv_rows<T, 2>(ph, rows, vf, nr, dv, oh); h += 2; break;
+        default: pv_rows<T, 1>(ph, rows, vf, nr, dv, oh); h += 1; break;
       }
     }
+  }
+}
+
+}  // namespace
+
+void attention_scores_avx512(const float* q, int nq, int dk, float scale, const PagedKv& kv, int t0, int n,
+                             float* scores) {
+  switch (kv.dtype) {
+    case KvDtype::F32: return scores_impl<KvDtype::F32>(q, nq, dk, scale, kv, t0, n, scores);
+    case KvDtype::BF16: return scores_impl<KvDtype::BF16>(q, nq, dk, scale, kv, t0, n, scores);
+    case KvDtype::Fp8E4M3: return scores_impl<KvDtype::Fp8E4M3>(q, nq, dk, scale, kv, t0, n, scores);
+  }
+}
+
+void attention_pv_avx512(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int n, float* o_part) {
+  switch (kv.dtype) {
+    case KvDtype::F32: return pv_impl<KvDtype::F32>(probs, nq, dv, kv, t0, n, o_part);
+    case KvDtype::BF16: return pv_impl<KvDtype::BF16>(probs, nq, dv, kv, t0, n, o_part);
+    case KvDtype::Fp8E4M3: return pv_impl<KvDtype::Fp8E4M3>(probs, nq, dv, kv, t0, n, o_part);
   }
 }
 

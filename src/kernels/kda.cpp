@@ -192,8 +192,7 @@ DS_MULTIVERSION void causal_conv_silu(float* x, size_t ldx, int T, int C, const 
   }
 }
 
-DS_MULTIVERSION void kda_gate(float* g, const float* dt_bias, float a_log, int n) {
-  const float a = -std::exp(a_log);
+DS_MULTIVERSION void kda_gate(float* g, const float* dt_bias, float a, int n) {
   for (int i = 0; i < n; ++i) {
     const float z = g[i] + dt_bias[i];
     const float sp = z > 20.f ? z : std::log1p(std::exp(z));

@@ -44,7 +44,8 @@ void kda_chunked(float* S, int dk, int dv, int T, const KdaHeadIo& io, float* sc
 // Zeros in the state stand for positions before the sequence start.
 void causal_conv_silu(float* x, size_t ldx, int T, int C, const float* w, int K, float* state);
 
-// g = -exp(a_log) * softplus(g + dt_bias), in place on n channels of one head.
-void kda_gate(float* g, const float* dt_bias, float a_log, int n);
+// g = a * softplus(g + dt_bias), in place on n channels of one head; a = -exp(A_log) < 0, the
+// head's decay rate (computed once at load).
+void kda_gate(float* g, const float* dt_bias, float a, int n);
 
 }  // namespace ds

@@ -5,6 +5,9 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/gguf_file.h"
+#include "model/gguf_model.h"
+#include "model/model_files.h"
 
 namespace ds {
 
@@ -216,6 +219,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
 }
 
 ModelConfig load_model_config(const std::string& dir) {
+  if (is_gguf_model(dir)) return parse_model_config(gguf_config_json(GgufFile::open(dir)), "GGUF " + dir);
   const std::string path = dir + "/config.json";
   std::ifstream f(path);
   DS_CHECK(f, "cannot read " + path);

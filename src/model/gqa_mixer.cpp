@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "kernels/kv_format.h"
 #include "model/attention_items.h"
 #include "model/parallel.h"
 
@@ -28,6 +29,15 @@ size_t GqaMixer::temp_floats(int n) const {
 size_t GqaMixer::scratch_floats(int max_ctx) const {
   return std::max(attention_scratch_floats(nh_ / nkv_, hd_, max_ctx), attention_prefill_scratch_floats(nh_ / nkv_, hd_, hd_));
 }
+namespace {
+size_t align4(size_t n) { return (n + 3) / 4 * 4; }
+}  // namespace
+
+size_t GqaMixer::kv_row_bytes(KvDtype dt) const {
+  const size_t codes = size_t(2 * nkv_ * hd_) * kv_elem_bytes(dt);
+  return kv_has_scales(dt) ? align4(codes) + size_t(2 * nkv_) * sizeof(float) : codes;
+}
+
 size_t GqaMixer::weight_bytes() const { return qkv_.bytes() + o_proj_.bytes(); }
 
 namespace {
@@ -52,11 +62,14 @@ void rope(float* v, int hd, const float* c, const float* s) {
 }
 }  // namespace
 
-void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, float* kv_pool, int block_size) const {
+void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size,
+                       KvDtype dt) const {
   const int N = ctx.num_tokens;
   const size_t qkv_w = size_t((nh_ + 2 * nkv_) * hd_);
   const size_t kvw = size_t(nkv_ * hd_);
-  const size_t token_stride = 2 * kvw, block_stride = size_t(block_size) * token_stride;
+  const size_t esize = kv_elem_bytes(dt);
+  const size_t token_stride = kv_row_bytes(dt), block_stride = size_t(block_size) * token_stride;
+  const size_t scales_at = align4(2 * kvw * esize);  // fp8: nkv key scales, then nkv value scales
   Arena& arena = *ctx.arena;
   float* QKV = arena.alloc<float>(size_t(N) * qkv_w);
   float* O = arena.alloc<float>(size_t(N) * size_t(nh_ * hd_));
@@ -69,8 +82,16 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     rope_angles(hd_, pos, inv_freq_.data(), c, sn);
     for (int hh = 0; hh < nh_ + nkv_; ++hh) rope(row + size_t(hh * hd_), hd_, c, sn);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
-    float* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
-    std::memcpy(dst, row + size_t(nh_ * hd_), 2 * kvw * sizeof(float));  // k then v, as laid out
+    std::byte* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
+    const float* kv_src = row + size_t(nh_ * hd_);  // k then v, as laid out in the cache
+    if (dt == KvDtype::F32) {
+      std::memcpy(dst, kv_src, 2 * kvw * sizeof(float));
+    } else {
+      // One row (and, for fp8, one scale) per KV head's key and per KV head's value.
+      auto* scales = reinterpret_cast<float*>(dst + scales_at);
+      for (int r = 0; r < 2 * nkv_; ++r)
+        kv_store_row(dt, kv_src + size_t(r * hd_), hd_, dst + size_t(r * hd_) * esize, kv_has_scales(dt) ? scales + r : nullptr);
+    }
   });
   const int group = nh_ / nkv_;
   const float scale = 1.f / std::sqrt(float(hd_));
@@ -80,8 +101,18 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     const AttnItem& it = items[i];
     const SeqChunk& sc = seqs[size_t(it.seq)];
     const int g = it.group;
-    PagedKv kv{kv_pool + size_t(g * hd_), kv_pool + kvw + size_t(g * hd_), block_stride, token_stride, block_size,
-               sc.block_table};
+    PagedKv kv;
+    kv.k = kv_pool + size_t(g * hd_) * esize;
+    kv.v = kv_pool + (kvw + size_t(g * hd_)) * esize;
+    if (kv_has_scales(dt)) {
+      kv.k_scale = kv_pool + scales_at + size_t(g) * sizeof(float);
+      kv.v_scale = kv_pool + scales_at + size_t(nkv_ + g) * sizeof(float);
+    }
+    kv.block_stride = block_stride;
+    kv.token_stride = token_stride;
+    kv.block_size = block_size;
+    kv.block_table = sc.block_table;
+    kv.dtype = dt;
     const float* q = QKV + size_t(sc.token_offset) * qkv_w + size_t(g * group * hd_);
     float* o = O + size_t(sc.token_offset) * size_t(nh_ * hd_) + size_t(g * group * hd_);
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/kv_dtype.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/step_context.h"
@@ -13,9 +14,11 @@ namespace ds {
 class GqaMixer {
  public:
   GqaMixer(const ModelConfig& c, const WeightLoader& w);
-  size_t kv_floats_per_token() const { return size_t(2 * nkv_ * hd_); }
-  // kv_pool: [num_blocks][block_size][2][nkv*hd] (keys then values of a token)
-  void forward(const StepContext& ctx, const float* h, float* x, float* kv_pool, int block_size) const;
+  // One token's row in the cache: keys of every KV head, then values, in dtype; for fp8 then
+  // the f32 scales of the nkv key rows and the nkv value rows (from a 4-byte aligned offset).
+  size_t kv_row_bytes(KvDtype dt) const;
+  // kv_pool: this layer's [num_blocks][block_size][kv_row_bytes] cache.
+  void forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size, KvDtype dt) const;
   size_t temp_floats(int n) const;
   size_t weight_bytes() const;
   size_t scratch_floats(int max_ctx) const;

@@ -1,7 +1,6 @@
 // The Model implementation for both model types: embeddings, the layer stack (KDA / MLA / GQA
 // mixers, dense / MoE FFNs), final norm and LM head; KV pool, state slots and the activation
 // arena sized once at allocate().
-#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include "model/dense_ffn.h"
 #include "model/gqa_mixer.h"
 #include "model/kda_mixer.h"
+#include "model/model_files.h"
 #include "model/mla_mixer.h"
 #include "model/moe_ffn.h"
 #include "model/step_context.h"
@@ -35,7 +35,7 @@ struct Layer {
   std::optional<MoeFfn> moe;
   size_t state_offset = 0;  // KDA: floats into a slot's state
   size_t replay_offset = 0; // KDA: floats into a replay entry
-  size_t kv_offset = 0;     // attention: this layer's floats per token before it in the pool
+  size_t kv_offset = 0;     // attention: the bytes per token of the attention layers before it in the pool
 };
 
 class HybridModel final : public Model {
@@ -44,7 +44,9 @@ class HybridModel final : public Model {
   std::shared_ptr<ThreadPool> thread_pool() const override { return pool_; }
 
   const ModelConfig& config() const override { return cfg_; }
-  size_t kv_bytes_per_block(int block_size) const override { return kv_floats_per_token_ * size_t(block_size) * 4; }
+  size_t kv_bytes_per_block(int block_size) const override { return kv_bytes_per_token_ * size_t(block_size); }
+  void set_kv_dtype(KvDtype t) override;
+  KvDtype kv_dtype() const override { return kv_dtype_; }
   size_t state_bytes_per_slot() const override { return state_floats_per_slot_ * 4; }
   size_t weights_bytes() const override { return weights_bytes_; }
   uint64_t weights_fingerprint() const override { return fingerprint_; }
@@ -74,7 +76,8 @@ class HybridModel final : public Model {
   std::vector<const Layer*> kda_layers_;  // the KDA ones, for replay
   std::vector<float> final_norm_;
   PackedWeight lm_head_;
-  size_t kv_floats_per_token_ = 0, state_floats_per_slot_ = 0, replay_floats_per_token_ = 0;
+  KvDtype kv_dtype_ = KvDtype::F32;
+  size_t kv_bytes_per_token_ = 0, state_floats_per_slot_ = 0, replay_floats_per_token_ = 0;
   size_t weights_bytes_ = 0, decode_weight_bytes_ = 0;
   uint64_t fingerprint_ = 0;
 
@@ -83,7 +86,7 @@ class HybridModel final : public Model {
   ForwardProfile profile_;
   // Not zeroed: a position is always written before it is read, and an untouched pool costs
   // no memory until blocks are used (the allocator maps large blocks lazily).
-  std::unique_ptr<float[]> kv_pool_;
+  std::unique_ptr<std::byte[]> kv_pool_;
   std::vector<float> states_;
   // Speculative rollback: [max_seqs][spec_positions] states (lanes) or replay entries.
   std::vector<float> rollback_;
@@ -94,8 +97,7 @@ class HybridModel final : public Model {
 HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool)
     : cfg_(load_model_config(dir)), dir_(dir), pool_(std::move(pool)) {
   WeightStore store = WeightStore::open(dir);
-  // XXH3 runs at memory speed: a 200 MB checkpoint costs ~20 ms at start-up.
-  for (const auto& f : store.files()) fingerprint_ = XXH3_64bits_withSeed(f->bytes().data(), f->bytes().size(), fingerprint_);
+  fingerprint_ = store.fingerprint();
   const int H = cfg_.hidden_size;
   const TensorView& emb = WeightLoader{store, ""}.float_tensor("model.embed_tokens.weight", {int64_t(cfg_.vocab_size), int64_t(H)});
   embed_dtype_ = emb.dtype;
@@ -120,14 +122,10 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
         break;
       case MixerKind::Mla:
         L.mla.emplace(cfg_, w);
-        L.kv_offset = kv_floats_per_token_;
-        kv_floats_per_token_ += L.mla->latent_dim();
         mixer_bytes = L.mla->weight_bytes();
         break;
       case MixerKind::Gqa:
         L.gqa.emplace(cfg_, w);
-        L.kv_offset = kv_floats_per_token_;
-        kv_floats_per_token_ += L.gqa->kv_floats_per_token();
         mixer_bytes = L.gqa->weight_bytes();
         break;
     }
@@ -158,6 +156,7 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
   }
   // A decode step reads one embedding row, the layers, and the whole LM head.
   decode_weight_bytes_ += lm_head_.bytes() + size_t(H) * 4;
+  set_kv_dtype(KvDtype::F32);  // lays out the pool's rows
 }
 
 size_t HybridModel::step_floats(int n, int logit_rows) const {
@@ -172,6 +171,17 @@ size_t HybridModel::step_floats(int n, int logit_rows) const {
   return 2 * size_t(n) * H + 2 * size_t(n) + size_t(logit_rows) * H + layer_max + 16 * 64;
 }
 
+void HybridModel::set_kv_dtype(KvDtype t) {
+  DS_CHECK(!allocated_, "the KV cache dtype is fixed once the runtime is allocated");
+  kv_dtype_ = t;
+  kv_bytes_per_token_ = 0;
+  for (Layer& L : layers_) {
+    if (L.kda) continue;
+    L.kv_offset = kv_bytes_per_token_;
+    kv_bytes_per_token_ += L.mla ? L.mla->kv_row_bytes(t) : L.gqa->kv_row_bytes(t);
+  }
+}
+
 void HybridModel::allocate(const RuntimeLimits& limits) {
   DS_CHECK(!allocated_, "model runtime already allocated");
   DS_CHECK(limits.max_seqs > 0 && limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 &&
@@ -180,7 +190,7 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   DS_CHECK(limits.spec_positions >= 0 && limits.spec_positions <= 64, "speculative positions must be in [0, 64]");
   limits_ = limits;
   const int max_ctx = limits.num_kv_blocks * limits.block_size;
-  kv_pool_.reset(new float[std::max<size_t>(1, kv_floats_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks))]);
+  kv_pool_.reset(new std::byte[std::max<size_t>(1, kv_bytes_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks))]);
   states_.assign(state_floats_per_slot_ * size_t(limits.max_seqs), 0.f);
   rollback_.assign(rollback_bytes_per_slot() / 4 * size_t(limits.max_seqs), 0.f);
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
@@ -266,9 +276,9 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       }
       L.kda->forward(ctx, h, x, states_.data() + L.state_offset, state_floats_per_slot_, rb);
     } else if (L.mla) {
-      L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size);
+      L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size, kv_dtype_);
     } else {
-      L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size);
+      L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size, kv_dtype_);
     }
     mark_part(L.kda ? ForwardProfile::Kda : L.mla ? ForwardProfile::Mla : ForwardProfile::Gqa);
     arena_.rewind(mark);
@@ -334,31 +344,31 @@ void HybridModel::load_state(int slot, const void* src) {
   std::memcpy(states_.data() + size_t(slot) * state_floats_per_slot_, src, state_floats_per_slot_ * 4);
 }
 
-// Block b of attention layer L: floats [b * bs * row_L, (b + 1) * bs * row_L) of its region.
-// Calls f(pointer, floats) for each attention layer in order: the layout of a saved block.
+// Block b of attention layer L: bytes [b * bs * row_L, (b + 1) * bs * row_L) of its region.
+// Calls f(pointer, bytes) for each attention layer in order: the layout of a saved block.
 template <typename F>
 void HybridModel::for_each_block_span(int block, F&& f) const {
   DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "KV block " + std::to_string(block) + " outside the pool");
   const size_t bs = size_t(limits_.block_size), scale = bs * size_t(limits_.num_kv_blocks);
   for (const Layer& L : layers_) {
     if (L.kda) continue;
-    const size_t row = L.mla ? L.mla->latent_dim() : L.gqa->kv_floats_per_token();
+    const size_t row = L.mla ? L.mla->kv_row_bytes(kv_dtype_) : L.gqa->kv_row_bytes(kv_dtype_);
     f(kv_pool_.get() + L.kv_offset * scale + size_t(block) * bs * row, bs * row);
   }
 }
 
 void HybridModel::save_block(int block, void* dst) const {
-  auto* out = static_cast<float*>(dst);
-  for_each_block_span(block, [&](const float* p, size_t n) {
-    std::memcpy(out, p, n * sizeof(float));
+  auto* out = static_cast<std::byte*>(dst);
+  for_each_block_span(block, [&](const std::byte* p, size_t n) {
+    std::memcpy(out, p, n);
     out += n;
   });
 }
 
 void HybridModel::load_block(int block, const void* src) {
-  const auto* in = static_cast<const float*>(src);
-  for_each_block_span(block, [&](float* p, size_t n) {
-    std::memcpy(p, in, n * sizeof(float));
+  const auto* in = static_cast<const std::byte*>(src);
+  for_each_block_span(block, [&](std::byte* p, size_t n) {
+    std::memcpy(p, in, n);
     in += n;
   });
 }
@@ -366,12 +376,12 @@ void HybridModel::load_block(int block, const void* src) {
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& dir, int threads) {
-  DS_CHECK(std::filesystem::is_directory(dir), "model directory '" + dir + "' does not exist");
+  DS_CHECK(std::filesystem::is_directory(dir) || is_gguf_model(dir), "model '" + dir + "' is neither a folder nor a GGUF file");
   return std::make_unique<HybridModel>(dir, std::make_shared<ThreadPool>(threads > 0 ? threads : default_thread_count()));
 }
 
 std::unique_ptr<Model> Model::load_sharing_threads(const std::string& dir, const Model& other) {
-  DS_CHECK(std::filesystem::is_directory(dir), "model directory '" + dir + "' does not exist");
+  DS_CHECK(std::filesystem::is_directory(dir) || is_gguf_model(dir), "model '" + dir + "' is neither a folder nor a GGUF file");
   std::shared_ptr<ThreadPool> pool = other.thread_pool();
   DS_CHECK(pool != nullptr, "load_sharing_threads: the other model has no thread pool");
   return std::make_unique<HybridModel>(dir, std::move(pool));

@@ -39,7 +39,15 @@ KdaMixer::KdaMixer(const ModelConfig& c, const WeightLoader& w)
         conv_w_[size_t(j) * size_t(3 * HD) + size_t(part * HD + ch)] = cw[size_t(ch) * size_t(K_) + size_t(j)];
   }
   dt_bias_ = w.vector_f32("self_attn.dt_bias", HD);
-  a_log_ = w.vector_f32("self_attn.A_log", H_);
+  // The decay rate a = -exp(A_log) per head. A GGUF file stores a itself (as llama.cpp's
+  // converter writes it), which its reader hands over as "A": taking it as is keeps a GGUF model
+  // bit-identical to its folder.
+  if (w.store.find(w.prefix + "self_attn.A")) {
+    a_ = w.vector_f32("self_attn.A", H_);
+  } else {
+    a_ = w.vector_f32("self_attn.A_log", H_);
+    for (float& v : a_) v = -std::exp(v);
+  }
   o_norm_ = w.vector_f32("self_attn.o_norm.weight", D_);
 }
 
@@ -63,7 +71,7 @@ size_t KdaMixer::temp_floats(int n) const {
 
 size_t KdaMixer::weight_bytes() const {
   return in_proj_.bytes() + f_b_.bytes() + g_b_.bytes() + o_proj_.bytes() +
-         (conv_w_.size() + dt_bias_.size() + a_log_.size() + o_norm_.size()) * sizeof(float);
+         (conv_w_.size() + dt_bias_.size() + a_.size() + o_norm_.size()) * sizeof(float);
 }
 
 void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* states,
@@ -126,7 +134,7 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
     for (int hh = 0; hh < H_; ++hh) {
       l2norm_scale(row + size_t(hh * D_), D_, 1e-6f, q_scale);
       l2norm_scale(row + size_t(HD + hh * D_), D_, 1e-6f, 1.f);
-      kda_gate(G + size_t(t) * size_t(HD) + size_t(hh * D_), dt_bias_.data() + size_t(hh * D_), a_log_[size_t(hh)], D_);
+      kda_gate(G + size_t(t) * size_t(HD) + size_t(hh * D_), dt_bias_.data() + size_t(hh * D_), a_[size_t(hh)], D_);
       row[col_b + size_t(hh)] = sigmoidf(row[col_b + size_t(hh)]);
     }
   });

@@ -48,7 +48,7 @@ class KdaMixer {
   PackedWeight in_proj_;   // [q | k | v | f_a | g_a | b]
   PackedWeight f_b_, g_b_, o_proj_;
   std::vector<float> conv_w_;  // [K][3*H*D] tap-major
-  std::vector<float> dt_bias_, a_log_, o_norm_;
+  std::vector<float> dt_bias_, a_, o_norm_;  // a_: -exp(A_log) per head
 };
 
 }  // namespace ds

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/kv_format.h"
 #include "kernels/elementwise.h"
 #include "model/attention_items.h"
 #include "model/parallel.h"
@@ -63,7 +64,17 @@ size_t MlaMixer::weight_bytes() const {
   return b;
 }
 
-void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* kv_pool, int block_size) const {
+namespace {
+size_t align4(size_t n) { return (n + 3) / 4 * 4; }
+}  // namespace
+
+size_t MlaMixer::kv_row_bytes(KvDtype dt) const {
+  const size_t codes = latent_dim() * kv_elem_bytes(dt);
+  return kv_has_scales(dt) ? align4(codes) + sizeof(float) : codes;
+}
+
+void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size,
+                       KvDtype dt) const {
   const int N = ctx.num_tokens;
   const size_t qw = size_t(nh_ * (nope_ + R_)), lat = size_t(L_ + R_);
   Arena& arena = *ctx.arena;
@@ -76,15 +87,16 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
   matmul(h, size_t(hidden_), kv_a_, KVA, lat, N, ctx.pool);
 
   const auto& seqs = ctx.batch->seqs;
-  const size_t block_stride = size_t(block_size) * lat;
+  const size_t token_stride = kv_row_bytes(dt), block_stride = size_t(block_size) * token_stride;
+  const size_t scale_at = align4(lat * kv_elem_bytes(dt));  // fp8: the row's scale
   // Normalise c and write every token's latent row into the cache before any attention reads it.
   parallel_rows(ctx.pool, N, int(lat) * 2, [&](int t, int) {
     float* row = KVA + size_t(t) * lat;
     rmsnorm(row, kv_norm_.data(), eps_, row, L_);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
     const int pos = ctx.token_pos[t];
-    float* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * lat;
-    std::memcpy(dst, row, lat * sizeof(float));
+    std::byte* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
+    kv_store_row(dt, row, int(lat), dst, kv_has_scales(dt) ? reinterpret_cast<float*>(dst + scale_at) : nullptr);
   });
   // Absorbed queries: each head's q_nope mapped into latent space, q_pe appended.
   parallel_items(ctx.pool, N * nh_, [&](int item, int) {
@@ -104,7 +116,14 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
   parallel_items(ctx.pool, n_items, [&](int i, int thread) {
     const AttnItem& it = items[i];
     const SeqChunk& sc = seqs[size_t(it.seq)];
-    PagedKv kv{kv_pool, kv_pool, block_stride, lat, block_size, sc.block_table};
+    PagedKv kv;
+    kv.k = kv.v = kv_pool;
+    if (kv_has_scales(dt)) kv.k_scale = kv.v_scale = kv_pool + scale_at;
+    kv.block_stride = block_stride;
+    kv.token_stride = token_stride;
+    kv.block_size = block_size;
+    kv.block_table = sc.block_table;
+    kv.dtype = dt;
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
     const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
     float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/kv_dtype.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/step_context.h"
@@ -15,8 +16,11 @@ class MlaMixer {
  public:
   MlaMixer(const ModelConfig& c, const WeightLoader& w);
   size_t latent_dim() const { return size_t(L_ + R_); }
-  // kv_pool: this layer's [num_blocks][block_size][L+R] latent cache.
-  void forward(const StepContext& ctx, const float* h, float* x, float* kv_pool, int block_size) const;
+  // One token's row in the cache: the latent [c | k_pe] in dtype; for fp8 then its f32 scale
+  // (from a 4-byte aligned offset).
+  size_t kv_row_bytes(KvDtype dt) const;
+  // kv_pool: this layer's [num_blocks][block_size][kv_row_bytes] latent cache.
+  void forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size, KvDtype dt) const;
   size_t temp_floats(int n) const;
   size_t weight_bytes() const;
   // Per-thread scratch for attention over up to max_ctx tokens.

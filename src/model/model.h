@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/cache_memory.h"
+#include "core/kv_dtype.h"
 #include "model/config.h"
 #include "model/forward_profile.h"
 
@@ -79,6 +80,11 @@ class Model : public CacheMemory {
   // Weight bytes one decode step reads (all dense weights, the routed experts' share counted
   // as num_experts_per_token / num_experts): the numerator of decode_read_gb_per_s.
   virtual size_t decode_weight_bytes() const = 0;
+
+  // The KV cache's element type (f32 until set). Set it before allocate(): it sizes
+  // kv_bytes_per_block and the pool.
+  virtual void set_kv_dtype(KvDtype t) = 0;
+  virtual KvDtype kv_dtype() const = 0;
 
   // Allocates KV pool, state slots and activation arena. Call once before forward().
   virtual void allocate(const RuntimeLimits& limits) = 0;

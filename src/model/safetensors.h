@@ -92,7 +92,14 @@ class WeightStore {
   // exist and hold every tensor mapped to it; tensors a shard holds but the map does not name
   // are ignored, as Hugging Face loaders do), model.safetensors, or the only *.safetensors file
   // in dir. Throws ds::Error naming the directory, shard and tensor at fault.
+  // A path that is one GGUF file is read through model/gguf_model.h instead: its tensors under
+  // the names a checkpoint folder would use.
   static WeightStore open(const std::string& dir);
+  // A store over tensors translated from another format: `views` point into memory `keep` holds
+  // alive (a mapped file, repacked buffers); `content` is what the fingerprint hashes (the
+  // source file's bytes). `origin` names the source in errors.
+  static WeightStore from_views(std::string origin, std::vector<TensorView> views, std::shared_ptr<const void> keep,
+                                std::vector<std::span<const std::byte>> content);
 
   WeightStore(WeightStore&&) noexcept = default;
   WeightStore& operator=(WeightStore&&) noexcept = default;
@@ -112,6 +119,9 @@ class WeightStore {
   size_t total_bytes() const { return total_bytes_; }
   const std::string& dir() const { return dir_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  // XXH3 of every source file's bytes, header and data: two checkpoints of one shape but other
+  // weights differ here.
+  uint64_t fingerprint() const;
 
  private:
   WeightStore() = default;
@@ -120,6 +130,10 @@ class WeightStore {
   // unique_ptr so TensorView addresses held in index_ survive moves of the vector.
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorView*, std::less<>> index_;
+  // Translated stores (from_views): the views, what backs them, and the bytes to fingerprint.
+  std::vector<std::unique_ptr<TensorView>> own_views_;
+  std::shared_ptr<const void> keep_;
+  std::vector<std::span<const std::byte>> content_;
   size_t total_bytes_ = 0;
 };
 

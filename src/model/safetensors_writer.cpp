@@ -1,9 +1,5 @@
 #include "model/safetensors_writer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/atomic_file.h"
 
 namespace ds {
 
@@ -31,19 +28,6 @@ uint64_t checked_bytes(const std::string& name, DType dtype, const std::vector<i
                !__builtin_mul_overflow(numel, uint64_t(dtype_size(dtype)), &bytes),
            "safetensors writer: tensor '" + name + "' byte size overflows");
   return bytes;
-}
-
-void write_all(int fd, const void* p, size_t n, const std::string& path) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw Error("cannot write '" + path + "': " + std::strerror(errno));
-    }
-    c += w;
-    n -= size_t(w);
-  }
 }
 
 }  // namespace
@@ -117,35 +101,14 @@ std::vector<std::byte> SafetensorsWriter::to_bytes() const {
 }
 
 void SafetensorsWriter::write(const std::string& path) const {
-  // Unique per process and call, so concurrent writers of the same path do not share a temp.
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
-  try {
+  write_file_atomically(path, [&](int fd, const std::string& tmp) {
     const std::string h = header();
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = uint8_t((uint64_t(h.size()) >> (8 * i)) & 0xff);
     write_all(fd, len, 8, tmp);
     write_all(fd, h.data(), h.size(), tmp);
     for (const auto& [name, e] : tensors_) write_all(fd, e.data.data(), e.data.size(), tmp);
-    if (::fsync(fd) != 0) throw Error("cannot fsync '" + tmp + "': " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot close '" + tmp + "': " + std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
-  }
+  });
 }
 
 }  // namespace ds

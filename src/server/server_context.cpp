@@ -8,7 +8,7 @@ namespace ds::server {
 
 ServerContext::ServerContext(Engine& e, Tokenizer t, ServerOptions o)
     : engine(e), tokenizer(std::move(t)), opts(std::move(o)),
-      chat_format(detect_chat_format(tokenizer, model_chat_template(opts.model_dir))),
+      chat_format(detect_chat_format(tokenizer, !opts.chat_template.empty() ? opts.chat_template : model_chat_template(opts.model_dir))),
       tool_syntax_ids(tool_syntax_tokens(tokenizer, chat_format)),
       constraints(tokenizer, e.vocab_size(), chat_format) {
   for (size_t i = 0; i < opts.served_model_names.size(); ++i)

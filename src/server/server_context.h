@@ -19,6 +19,9 @@ struct ServerOptions {
   int port = 8000;                          // 0: any free port (tests)
   std::vector<std::string> served_model_names;  // first one is the default
   std::string model_dir;
+  // The model's chat template when the caller has it (a GGUF file carries its own); empty: read
+  // model_dir's tokenizer_config.json.
+  std::string chat_template;
   std::string api_key;                      // empty: no authentication
   // Browser-facing safety (server/request_guard.h): Host names besides the listening address,
   // origins allowed to call cross-origin ("*": any).

@@ -8,16 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/split_patterns.h"
+
 namespace ds {
-
-// ByteLevel's built-in pattern (use_regex: true), the one GPT-2 published.
-inline constexpr std::string_view kGpt2SplitPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-// The GPT-4 style pattern (Llama-3, Qwen2 use it too): case-insensitive contractions, digits
-// in groups of at most three, newlines kept apart from indentation. The trainer uses this one.
-inline constexpr std::string_view kGpt4SplitPattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // What happens to a match and the text around it (tokenizer.json "behavior").
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };

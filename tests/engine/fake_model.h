@@ -98,6 +98,9 @@ class FakeModel : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
   size_t kv_bytes_per_block(int block_size) const override { return size_t(block_size) * 16; }
+  // The fake's blocks hold hashes whatever the dtype; it only remembers what it was given.
+  void set_kv_dtype(KvDtype t) override { kv_dtype_ = t; }
+  KvDtype kv_dtype() const override { return kv_dtype_; }
   size_t state_bytes_per_slot() const override { return sizeof(uint64_t) * 2; }
   size_t weights_bytes() const override { return 0; }
   uint64_t weights_fingerprint() const override { return fingerprint; }
@@ -194,6 +197,7 @@ class FakeModel : public Model {
   std::string first_violation;
 
  private:
+  KvDtype kv_dtype_ = KvDtype::F32;
   void check(bool ok, const std::string& what) {
     if (!ok && violations.fetch_add(1) == 0) first_violation = what;
   }

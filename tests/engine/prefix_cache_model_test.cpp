@@ -32,8 +32,9 @@ struct Turn {
 
 class Conversation {
  public:
-  static EngineConfig config(bool cache, bool decode_snapshots) {
+  static EngineConfig config(bool cache, bool decode_snapshots, KvDtype kv = KvDtype::F32) {
     EngineConfig c;
+    c.kv_cache_dtype = kv;
     c.max_num_seqs = 2;
     c.max_num_batched_tokens = 160;  // several chunks per turn, ends off block boundaries
     c.max_model_len = 1024;
@@ -44,8 +45,8 @@ class Conversation {
     c.prefix.snapshot_interval = 3;
     return c;
   }
-  Conversation(const std::string& dir, bool cache, bool decode_snapshots)
-      : Conversation(dir, config(cache, decode_snapshots)) {}
+  Conversation(const std::string& dir, bool cache, bool decode_snapshots, KvDtype kv = KvDtype::F32)
+      : Conversation(dir, config(cache, decode_snapshots, kv)) {}
   Conversation(const std::string& dir, const EngineConfig& c) : engine_(std::make_unique<Engine>(Model::load(dir, 1), c)) {}
   const Engine& engine() const { return *engine_; }
   int vocab() const { return engine_->vocab_size(); }
@@ -75,9 +76,9 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
-void compare_conversation(const std::string& dir, bool decode_snapshots) {
+void compare_conversation(const std::string& dir, bool decode_snapshots, KvDtype kv = KvDtype::F32) {
   ASSERT_TRUE(std::filesystem::exists(dir + "/config.json")) << dir;
-  Conversation on(dir, true, decode_snapshots), off(dir, false, decode_snapshots);
+  Conversation on(dir, true, decode_snapshots, kv), off(dir, false, decode_snapshots, kv);
   const int V = on.vocab();
   std::vector<int32_t> history = make_prompt(230, 1, V);
   int cached = 0;
@@ -112,6 +113,13 @@ const std::string kTinyLlama = std::string(DS_SOURCE_DIR) + "/tests/data/models/
 // branches): the same conversation, exact.
 TEST(PrefixCacheModel, TinyLlamaBitIdenticalFromCachedBlocks) { compare_conversation(kTinyLlama, false); }
 TEST(PrefixCacheModel, TinyLlamaSameTokensWithDecodeSnapshots) { compare_conversation(kTinyLlama, true); }
+
+// A quantized KV cache: a cached block holds the very codes and scales recomputing it would
+// write (each row is quantized on its own), so reuse stays exact in bf16 and fp8 too.
+TEST(PrefixCacheModel, TinyHybridFp8KvBitIdenticalFromPrefillSnapshots) { compare_conversation(kTiny, false, KvDtype::Fp8E4M3); }
+TEST(PrefixCacheModel, TinyLlamaFp8KvBitIdenticalFromCachedBlocks) { compare_conversation(kTinyLlama, false, KvDtype::Fp8E4M3); }
+TEST(PrefixCacheModel, TinyLlamaBf16KvBitIdenticalFromCachedBlocks) { compare_conversation(kTinyLlama, false, KvDtype::BF16); }
+TEST(PrefixCacheModel, DeltacoderFp8KvBitIdenticalFromPrefillSnapshots) { compare_conversation(kDeltacoder, false, KvDtype::Fp8E4M3); }
 
 // Flips one payload byte of the disk-tier entry for (kind, hash): its checksum then fails.
 void damage_entry(const std::string& dir, char kind, uint64_t hash) {
@@ -194,6 +202,34 @@ TEST(PrefixCacheModelDiskTier, OtherWeightsOfTheSameShapeNeverReuseEntries) {
   EXPECT_EQ(x.cached, 0);
   EXPECT_EQ(x.tokens, y.tokens);
   EXPECT_EQ(x.logprobs, y.logprobs);
+  std::filesystem::remove_all(tier);
+}
+
+// The KV dtype is part of every entry's key: a server restarted with another --kv-cache-dtype on
+// the same disk-tier folder finds nothing to resume (an fp8 server never reads a bf16 block),
+// and the first dtype still finds its own entries after the other has run.
+TEST(PrefixCacheModelDiskTier, AnotherKvDtypeNeverReadsTheEntries) {
+  const std::string tier = (std::filesystem::temp_directory_path() / ("ds_tier_kvdtype_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(tier);
+  EngineConfig bf16 = Conversation::config(true, /*decode_snapshots=*/false, KvDtype::BF16);
+  bf16.prefix.disk_tier_dir = tier;
+  EngineConfig fp8 = bf16, f32 = bf16;
+  fp8.kv_cache_dtype = KvDtype::Fp8E4M3;
+  f32.kv_cache_dtype = KvDtype::F32;
+  const int V = Conversation(kTiny, false, false).vocab();
+  const auto prompt = make_prompt(300, 91, V);
+  { Conversation(kTiny, bf16).run(prompt, 8); }  // stop writes the bf16 cache to the disk
+  const auto next = concat(prompt, make_prompt(30, 92, V));
+  for (const EngineConfig& other : {fp8, f32}) {
+    Conversation on(kTiny, other);
+    Conversation off(kTiny, false, false, other.kv_cache_dtype);
+    const Turn x = on.run(next, 8), y = off.run(next, 8);
+    EXPECT_EQ(x.cached, 0) << kv_dtype_name(other.kv_cache_dtype) << " resumed from bf16 entries";
+    EXPECT_EQ(x.tokens, y.tokens);
+    EXPECT_EQ(x.logprobs, y.logprobs);
+  }
+  Conversation again(kTiny, bf16);
+  EXPECT_GT(again.run(next, 8).cached, 0) << "bf16 resumes from its own entries";
   std::filesystem::remove_all(tier);
 }
 

@@ -7,6 +7,8 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/kv_format.h"
+
 namespace ds {
 namespace {
 
@@ -21,13 +23,8 @@ TEST(Attention, SplitKvMergeMatchesNaive) {
     std::normal_distribution<float> nd;
     std::vector<float> pool(size_t(blocks + 5) * bs * row);
     for (auto& x : pool) x = nd(rng);
-    PagedKv kv;
-    kv.k = pool.data();
-    kv.v = pool.data() + dk;  // values after the keys in the same row
-    kv.block_stride = size_t(bs) * row;
-    kv.token_stride = row;
-    kv.block_size = bs;
-    kv.block_table = table.data();
+    // values after the keys in the same row
+    PagedKv kv = PagedKv::f32(pool.data(), pool.data() + dk, size_t(bs) * row, size_t(row), bs, table.data());
     std::vector<float> q(size_t(nq) * dk);
     for (auto& x : q) x = nd(rng);
     std::vector<float> out(size_t(nq) * dv), ref(size_t(nq) * dv);
@@ -46,7 +43,7 @@ TEST(Attention, MergeOfTwoHalvesEqualsWhole) {
   std::vector<float> kp(size_t(5) * 64 * dk);
   for (auto& x : kp) x = nd(rng);
   // Values are the first dv entries of each key row, as in MLA's latent cache.
-  PagedKv kv{kp.data(), kp.data(), size_t(64) * dk, size_t(dk), 64, table.data()};
+  PagedKv kv = PagedKv::f32(kp.data(), kp.data(), size_t(64) * dk, size_t(dk), 64, table.data());
   std::vector<float> q(size_t(nq) * dk);
   for (auto& x : q) x = nd(rng);
   std::vector<float> parts(size_t(2) * nq * dv), lses(size_t(2) * nq), scores(size_t(nq) * kAttnPartition);
@@ -75,7 +72,7 @@ TEST(Attention, PrefillTilesMatchPerQueryReference) {
     std::normal_distribution<float> nd;
     std::vector<float> pool(size_t(blocks) * bs * row);
     for (auto& x : pool) x = nd(rng);
-    PagedKv kv{pool.data(), pool.data() + dk, size_t(bs) * row, size_t(row), bs, table.data()};
+    PagedKv kv = PagedKv::f32(pool.data(), pool.data() + dk, size_t(bs) * row, size_t(row), bs, table.data());
     const size_t q_stride = size_t(nq) * dk + 5, o_stride = size_t(nq) * dv + 3;
     std::vector<float> q(size_t(T) * q_stride);
     for (auto& x : q) x = nd(rng);
@@ -128,41 +125,63 @@ constexpr DecodeShape kDecodeShapes[] = {
     {"GQA 7 q heads per kv head", 7, 64, 64, false},
 };
 
-// A paged pool in the layout the mixers write: MLA rows of dk floats (the value is the row's
-// head); GQA rows holding two kv heads' keys then their values, this head being the second.
+// A paged pool in the layout the mixers write, in any KV dtype: MLA rows of dk values (the value
+// is the row's head); GQA rows holding two kv heads' keys then their values, this head being the
+// second; fp8 rows' scales after the codes (one per latent row, one per head's key or value).
 struct DecodeCase {
   std::vector<int32_t> table;
-  std::vector<float> pool, q;
+  std::vector<std::byte> pool;
+  std::vector<float> q;
   PagedKv kv;
 
-  DecodeCase(const DecodeShape& s, int n_ctx, int bs, unsigned seed) {
+  DecodeCase(const DecodeShape& s, int n_ctx, int bs, unsigned seed, KvDtype dt = KvDtype::F32) {
     const int blocks = (n_ctx + bs - 1) / bs;
     for (int b = 0; b < blocks; ++b) table.push_back(2 * (blocks - 1 - b) + 1);  // reversed, with gaps
-    const int row = s.latent ? s.dk : 4 * s.dk;
+    const int segs = s.latent ? 1 : 4;  // rows of dk values per token
+    const size_t es = kv_elem_bytes(dt), codes = size_t(segs) * size_t(s.dk) * es;
+    const size_t scales_at = (codes + 3) / 4 * 4;
+    const size_t row = kv_has_scales(dt) ? scales_at + size_t(segs) * 4 : codes;
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd;
-    pool.resize(size_t(2 * blocks) * size_t(bs) * size_t(row));
-    for (auto& x : pool) x = nd(rng);
+    const size_t tokens = size_t(2 * blocks) * size_t(bs);
+    pool.resize(tokens * row);
+    std::vector<float> vals(size_t(s.dk));
+    for (size_t t = 0; t < tokens; ++t)
+      for (int g = 0; g < segs; ++g) {
+        const float spread = 1.f + 0.25f * float(g + int(t % 7));  // rows of other magnitudes: other scales
+        for (auto& x : vals) x = nd(rng) * spread;
+        std::byte* r = pool.data() + t * row;
+        kv_store_row(dt, vals.data(), s.dk, r + size_t(g) * size_t(s.dk) * es,
+                     kv_has_scales(dt) ? reinterpret_cast<float*>(r + scales_at) + g : nullptr);
+      }
     q.resize(size_t(s.nq) * size_t(s.dk));
     for (auto& x : q) x = nd(rng);
-    kv.k = s.latent ? pool.data() : pool.data() + s.dk;
-    kv.v = s.latent ? pool.data() : pool.data() + 3 * s.dk;
-    kv.block_stride = size_t(bs) * size_t(row);
-    kv.token_stride = size_t(row);
+    const int kseg = s.latent ? 0 : 1, vseg = s.latent ? 0 : 3;
+    kv.k = pool.data() + size_t(kseg) * size_t(s.dk) * es;
+    kv.v = pool.data() + size_t(vseg) * size_t(s.dk) * es;
+    if (kv_has_scales(dt)) {
+      kv.k_scale = pool.data() + scales_at + size_t(kseg) * 4;
+      kv.v_scale = pool.data() + scales_at + size_t(vseg) * 4;
+    }
+    kv.block_stride = size_t(bs) * row;
+    kv.token_stride = row;
     kv.block_size = bs;
     kv.block_table = table.data();
+    kv.dtype = dt;
   }
 };
 
 TEST(Attention, DecodeMatchesReferenceAtModelShapes) {
   // Context lengths: below one 4-key score tile, a 4-key remainder, a 32-row value-block
   // remainder, exactly one partition, one past it, and several partitions with a ragged end.
+  // For every KV dtype: the reference reads the same stored rows, so the bound is the f32 one.
+  for (KvDtype dt : {KvDtype::F32, KvDtype::BF16, KvDtype::Fp8E4M3})
   for (const DecodeShape& s : kDecodeShapes) {
     const float scale = 1.f / std::sqrt(float(s.dk));
     for (int n_ctx : {1, 3, 38, 256, 257, 777}) {
       for (int bs : {64, 16}) {
         if (bs == 16 && n_ctx != 257) continue;  // small blocks: one length is enough
-        DecodeCase c(s, n_ctx, bs, unsigned(n_ctx * 31 + s.nq * 7 + s.dk));
+        DecodeCase c(s, n_ctx, bs, unsigned(n_ctx * 31 + s.nq * 7 + s.dk), dt);
         std::vector<float> out(size_t(s.nq) * size_t(s.dv), NAN), ref(out.size());
         std::vector<float> scratch(attention_scratch_floats(s.nq, s.dv, n_ctx));
         attention_decode(c.q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, out.data(), scratch.data());
@@ -170,7 +189,7 @@ TEST(Attention, DecodeMatchesReferenceAtModelShapes) {
         for (int h = 0; h < s.nq; ++h)
           for (int d = 0; d < s.dv; ++d) {
             const size_t i = size_t(h) * size_t(s.dv) + size_t(d);
-            ASSERT_NEAR(out[i], ref[i], 2e-5f) << s.what << ": n_ctx=" << n_ctx << " block=" << bs << " head " << h
+            ASSERT_NEAR(out[i], ref[i], 4e-5f * (1.f + std::fabs(ref[i]))) << kv_dtype_name(dt) << " " << s.what << ": n_ctx=" << n_ctx << " block=" << bs << " head " << h
                                                << " of " << s.nq << ", value column " << d << " of " << s.dv;
           }
       }
@@ -181,9 +200,10 @@ TEST(Attention, DecodeMatchesReferenceAtModelShapes) {
 TEST(Attention, PrefillMatchesReferenceAtWideLatentShapes) {
   // The prefill tile's value loop runs 64 columns at a time: 256 is four full chunks, 96 one full
   // and one partial. A chunk that continues a context crossing a 64-key block.
-  for (const DecodeShape& s : {kDecodeShapes[0], kDecodeShapes[6]}) {
+  for (KvDtype dt : {KvDtype::F32, KvDtype::BF16, KvDtype::Fp8E4M3})
+  for (const DecodeShape& s : {kDecodeShapes[0], kDecodeShapes[6], kDecodeShapes[8]}) {
     const int start = 70, T = 9, n_ctx = start + T;
-    DecodeCase c(s, n_ctx, 64, 11);
+    DecodeCase c(s, n_ctx, 64, 11, dt);
     const size_t q_stride = size_t(s.nq) * size_t(s.dk), o_stride = size_t(s.nq) * size_t(s.dv);
     std::vector<float> q(size_t(T) * q_stride);
     std::mt19937 rng(3);
@@ -196,7 +216,8 @@ TEST(Attention, PrefillMatchesReferenceAtWideLatentShapes) {
     for (int t = 0; t < T; ++t) {
       attention_reference(q.data() + size_t(t) * q_stride, s.nq, s.dk, s.dv, scale, c.kv, start + t + 1, ref.data());
       for (size_t i = 0; i < o_stride; ++i)
-        ASSERT_NEAR(out[size_t(t) * o_stride + i], ref[i], 2e-5f) << s.what << ": t=" << t << " i=" << i;
+        ASSERT_NEAR(out[size_t(t) * o_stride + i], ref[i], 4e-5f * (1.f + std::fabs(ref[i])))
+            << kv_dtype_name(dt) << " " << s.what << ": t=" << t << " i=" << i;
     }
   }
 }

@@ -97,7 +97,7 @@ TEST(Kda, GateIsNegativeSoftplusScaled) {
   std::vector<float> bias = {0.f, 0.5f, 0.f, -1.f, 0.f};
   std::vector<float> want(g.size());
   for (size_t i = 0; i < g.size(); ++i) want[i] = -std::exp(0.3f) * std::log1p(std::exp(double(g[i] + bias[i])));
-  kda_gate(g.data(), bias.data(), 0.3f, int(g.size()));
+  kda_gate(g.data(), bias.data(), -std::exp(0.3f), int(g.size()));
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], want[i], 1e-5f * (1 + std::fabs(want[i])));
 }
 

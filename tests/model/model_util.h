@@ -31,8 +31,10 @@ struct Runner {
   std::vector<std::vector<int32_t>> tables;  // per slot
   int vocab = 0;
 
-  Runner(const std::string& dir, int max_seqs = 4, int max_tokens = 512, int threads = 2, int blocks_per_seq = 8) {
+  Runner(const std::string& dir, int max_seqs = 4, int max_tokens = 512, int threads = 2, int blocks_per_seq = 8,
+         KvDtype kv = KvDtype::F32) {
     model = Model::load(dir, threads);
+    model->set_kv_dtype(kv);
     RuntimeLimits lim;
     lim.max_seqs = max_seqs;
     lim.max_batch_tokens = max_tokens;

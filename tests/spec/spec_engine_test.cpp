@@ -231,6 +231,30 @@ TEST(SpecEngine, BundledDeltacoderPairBitIdentical) {
   }
 }
 
+// An fp8 / bf16 KV cache (target and draft alike): a verify row writes and reads its KV row in
+// the same codes a decode row would, so greedy speculation stays bit-identical to plain greedy
+// decoding with the same cache dtype.
+TEST(SpecEngine, GreedyBitIdenticalWithAQuantizedKvCache) {
+  const Workload w = mixed_workload(512);
+  for (KvDtype kv : {KvDtype::Fp8E4M3, KvDtype::BF16}) {
+    for (const std::string& target : {hybrid_target(), model_path("tiny-llama-f32")}) {
+      EngineConfig base = base_config();
+      base.kv_cache_dtype = kv;
+      const Outcome plain = run(target, base, w);
+      for (int k : {3, 7}) {
+        for (const char* rollback : {"lanes", "replay"}) {
+          SCOPED_TRACE(std::string(kv_dtype_name(kv)) + " " + target + " K " + std::to_string(k) + " " + rollback);
+          EngineConfig c = base;
+          c.spec = spec_of(target == hybrid_target() ? hybrid_twin() : model_path("tiny-hybrid-f32"), k, rollback);
+          const Outcome o = run(target, c, w);
+          EXPECT_EQ(o.tokens, plain.tokens);
+          EXPECT_GT(o.drafted, 0);
+        }
+      }
+    }
+  }
+}
+
 TEST(SpecEngine, SeededSamplingRepeatsWhateverTheBatch) {
   // A seeded request draws from its own stream (draft proposals, acceptance tests, residuals):
   // the same tokens alone and beside others.
