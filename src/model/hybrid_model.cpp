@@ -375,13 +375,20 @@ void HybridModel::load_block(int block, const void* src) {
 
 }  // namespace
 
+namespace {
+void check_model_path(const std::string& path) {
+  DS_CHECK(std::filesystem::exists(path), "model '" + path + "' does not exist");
+  DS_CHECK(std::filesystem::is_directory(path) || is_gguf_model(path), "model '" + path + "' is neither a folder nor a GGUF file");
+}
+}  // namespace
+
 std::unique_ptr<Model> Model::load(const std::string& dir, int threads) {
-  DS_CHECK(std::filesystem::is_directory(dir) || is_gguf_model(dir), "model '" + dir + "' is neither a folder nor a GGUF file");
+  check_model_path(dir);
   return std::make_unique<HybridModel>(dir, std::make_shared<ThreadPool>(threads > 0 ? threads : default_thread_count()));
 }
 
 std::unique_ptr<Model> Model::load_sharing_threads(const std::string& dir, const Model& other) {
-  DS_CHECK(std::filesystem::is_directory(dir) || is_gguf_model(dir), "model '" + dir + "' is neither a folder nor a GGUF file");
+  check_model_path(dir);
   std::shared_ptr<ThreadPool> pool = other.thread_pool();
   DS_CHECK(pool != nullptr, "load_sharing_threads: the other model has no thread pool");
   return std::make_unique<HybridModel>(dir, std::move(pool));
