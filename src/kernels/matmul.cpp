@@ -96,15 +96,33 @@ void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t 
   auto* kernel = isa == Isa::Avx512 ? &detail::matmul_panels_avx512
                  : isa == Isa::Avx2 ? &detail::matmul_panels_avx2
                                     : &detail::matmul_panels_scalar;
-  // Quantized weights: AVX-512 or the plain loop (no AVX2 kernel yet: an AVX2 machine runs the
-  // scalar one, correct but slow).
-  if (w.quant != QuantFormat::None)
-    kernel = isa == Isa::Avx512 ? &detail::matmul_quant_panels_avx512 : &detail::matmul_quant_panels_scalar;
   const int panels = w.n_pad / 16;
   // Below about a million multiply-adds (~50 us on one core) waking a second thread costs more
   // than it saves, and on a busy machine a descheduled worker can stall the whole step.
   constexpr double kParallelMinMacs = 1 << 20;
-  if (!pool || pool->size() == 1 || double(m) * double(w.n) * double(w.k) < kParallelMinMacs) {
+  const bool parallel = pool && pool->size() > 1 && double(m) * double(w.n) * double(w.k) >= kParallelMinMacs;
+  if (w.quant != QuantFormat::None) {
+    // The activations as int8 blocks first, into this thread's scratch: it grows to the largest
+    // step's rows once, then the step loop allocates nothing.
+    thread_local std::vector<std::byte> scratch;
+    const size_t need = quantized_activation_bytes(m, w.k);
+    if (scratch.size() < need) scratch.resize(need);
+    const QuantizedActivations xa = quantized_activations_view(scratch.data(), m, w.k);
+    if (parallel && m >= 16)
+      pool->parallel_for(size_t(m), 8, [&](size_t b, size_t e) { quantize_activation_rows(x, ldx, int(b), int(e), xa); });
+    else
+      quantize_activation_rows(x, ldx, 0, m, xa);
+    auto* qkernel = isa == Isa::Avx512 ? &detail::matmul_quant_panels_avx512
+                    : isa == Isa::Avx2 ? &detail::matmul_quant_panels_avx2
+                                       : &detail::matmul_quant_panels_scalar;
+    if (!parallel) {
+      qkernel(xa, w, y, ldy, m, 0, panels, accumulate);
+      return;
+    }
+    pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) { qkernel(xa, w, y, ldy, m, int(b), int(e), accumulate); });
+    return;
+  }
+  if (!parallel) {
     kernel(x, ldx, w, y, ldy, m, 0, panels, accumulate);
     return;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/quant_activations.h"
 #include "kernels/quant_formats.h"
 
 namespace ds {
@@ -20,10 +21,12 @@ class ThreadPool;
 
 // Quantized weights (quant != None) are packed in the same 16-column panels, cut along k into
 // blocks of 32: one panel block holds the 16 columns' scales (f16, or E8M0 bytes for MXFP4) and
-// then their codes, k-major (Q8_0: 32 rows of 16 int8; 4-bit: 16 rows of 16 bytes, each byte
-// the codes of k = 2j (low nibble) and 2j + 1). quant_panel_block_bytes() gives its size; the
-// packed bytes are what decode reads: 1.0625 bytes per weight for Q8_0, 0.5625 for Q4_0 and
-// 0.53125 for MXFP4.
+// then their codes in the operand order of a 4-byte integer dot product (vpdpbusd): 64-byte
+// rows of 16 lanes x one dword. Q8_0: dword g of a lane holds its k = 4g..4g+3 as code + 128
+// (unsigned); 4-bit: dword g holds k = 8g..8g+3 in the low nibbles and 8g+4..8g+7 in the high
+// ones. quant_panel_block_bytes() gives its size; the packed bytes are what decode reads:
+// 1.0625 bytes per weight for Q8_0, 0.5625 for Q4_0 and 0.53125 for MXFP4. The activations
+// meet them as int8 blocks (kernels/quant_activations.h).
 struct PackedWeight {
   DType dtype = DType::F32;  // F32 or BF16 (F16 checkpoints are widened to F32 at pack time)
   QuantFormat quant = QuantFormat::None;
@@ -65,12 +68,20 @@ void matmul_panels_avx2(const float* x, size_t ldx, const PackedWeight& w, float
                         int m, int p0, int p1, bool accumulate);
 void matmul_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
                           int m, int p0, int p1, bool accumulate);
-// Quantized weights. Activations stay f32: each code is widened and scaled exactly, so, as for
-// bf16, a result differs from the dequantized reference only by rounding in the sums.
-void matmul_quant_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
-                                int m, int p0, int p1, bool accumulate);
-void matmul_quant_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
-                                int m, int p0, int p1, bool accumulate);
+// Quantized weights, on int8 activations: per block of 32, an exact integer dot product of the
+// codes with the activation's q, scaled by both blocks' scales (quant_activations.h says what
+// quantizing the activations costs in precision). Every ISA computes the same integers and the
+// same float operations in the same order.
+void matmul_quant_panels_avx512(const QuantizedActivations& x, const PackedWeight& w, float* y, size_t ldy, int m,
+                                int p0, int p1, bool accumulate);
+void matmul_quant_panels_avx2(const QuantizedActivations& x, const PackedWeight& w, float* y, size_t ldy, int m,
+                              int p0, int p1, bool accumulate);
+void matmul_quant_panels_scalar(const QuantizedActivations& x, const PackedWeight& w, float* y, size_t ldy, int m,
+                                int p0, int p1, bool accumulate);
+// The unsigned byte an MXFP4 code stands for in those dot products (2 * E2M1 + 12), and each
+// format's offset (what the bytes exceed the format's integers by).
+extern const uint8_t kMxfp4Doubled[16];
+int quant_offset(QuantFormat f);
 }  // namespace detail
 
 }  // namespace ds

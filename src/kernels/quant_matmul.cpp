@@ -1,10 +1,14 @@
-// Packing of quantized weights into panels (matmul.h says the layout) and the plain kernel.
+// Packing of quantized weights into panels (matmul.h says the layout), the quantizing of the
+// activations (quant_activations.h) and the plain kernel.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/cpu_features.h"
 #include "kernels/matmul.h"
+#include "kernels/quant_activations.h"
 
 namespace ds {
 
@@ -62,7 +66,8 @@ PackedWeight pack_quantized_weight(QuantFormat f, const uint8_t* codes, const ui
   const size_t bytes = w.bytes();
   void* p = std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
   DS_CHECK(p, "pack_quantized_weight: cannot allocate " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, (bytes + 63) & ~size_t(63));  // padded columns: zero scales and codes
+  // Padded columns: zero scales, so whatever their codes they add nothing.
+  std::memset(p, 0, (bytes + 63) & ~size_t(63));
   w.data = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   auto* dst = static_cast<uint8_t*>(p);
   const int blocks = k / kQuantBlock;
@@ -77,44 +82,109 @@ PackedWeight pack_quantized_weight(QuantFormat f, const uint8_t* codes, const ui
       std::memcpy(blk + size_t(lane) * sw, rs + size_t(b) * sw, sw);
       uint8_t* cd = blk + 16 * sw;
       if (f == QuantFormat::Q8_0) {
-        for (int i = 0; i < kQuantBlock; ++i) cd[size_t(i) * 16 + size_t(lane)] = rc[size_t(b) * kQuantBlock + size_t(i)];
+        // Each lane's 4 consecutive k in one dword, offset to unsigned (code + 128).
+        for (int i = 0; i < kQuantBlock; ++i)
+          cd[size_t(i / 4) * 64 + size_t(lane) * 4 + size_t(i % 4)] = uint8_t(rc[size_t(b) * kQuantBlock + size_t(i)] ^ 0x80u);
       } else {
-        // The checkpoint's byte j holds k = 2j and 2j + 1: the same pairing, lane-interleaved.
-        for (int j = 0; j < kQuantBlock / 2; ++j) cd[size_t(j) * 16 + size_t(lane)] = rc[size_t(b) * kQuantBlock / 2 + size_t(j)];
+        // Dword g of a lane: byte j holds k = 8g + j (low nibble) and 8g + 4 + j (high nibble).
+        const uint8_t* bc = rc + size_t(b) * kQuantBlock / 2;
+        auto code = [&](int i) { return uint8_t((bc[i / 2] >> (4 * (i % 2))) & 0x0f); };
+        for (int g = 0; g < 4; ++g)
+          for (int j = 0; j < 4; ++j)
+            cd[size_t(g) * 64 + size_t(lane) * 4 + size_t(j)] = uint8_t(code(8 * g + j) | (code(8 * g + 4 + j) << 4));
       }
     }
   }
   return w;
 }
 
+// -- activations --------------------------------------------------------------------------
+
+void quantize_activation_row(const float* x, int k, int8_t* q, float* d, int32_t* sum) {
+  for (int b = 0; b < k / kQuantBlock; ++b) {
+    const float* xb = x + size_t(b) * kQuantBlock;
+    float amax = 0.f;
+    for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    int32_t s = 0;
+    for (int i = 0; i < kQuantBlock; ++i) {
+      const int v = int(std::nearbyint(xb[i] * inv));
+      q[size_t(b) * kQuantBlock + size_t(i)] = int8_t(v);
+      s += v;
+    }
+    d[b] = amax / 127.f;
+    sum[b] = s;
+  }
+}
+
+size_t quantized_activation_bytes(int m, int k) {
+  const size_t blocks = size_t(m) * size_t(k / kQuantBlock);
+  return (size_t(m) * size_t(k) + 63) / 64 * 64 + blocks * (sizeof(float) + sizeof(int32_t));
+}
+
+QuantizedActivations quantized_activations_view(std::byte* scratch, int m, int k) {
+  const size_t blocks = size_t(m) * size_t(k / kQuantBlock);
+  QuantizedActivations a;
+  a.k = k;
+  a.q = reinterpret_cast<const int8_t*>(scratch);
+  auto* d = reinterpret_cast<float*>(scratch + (size_t(m) * size_t(k) + 63) / 64 * 64);
+  a.d = d;
+  a.sum = reinterpret_cast<const int32_t*>(d + blocks);
+  return a;
+}
+
+void quantize_activation_rows(const float* x, size_t ldx, int r0, int r1, const QuantizedActivations& out) {
+  static const bool avx512 = active_isa() == Isa::Avx512;
+  const int k = out.k, nb = k / kQuantBlock;
+  for (int r = r0; r < r1; ++r) {
+    auto* q = const_cast<int8_t*>(out.q) + size_t(r) * size_t(k);
+    auto* d = const_cast<float*>(out.d) + size_t(r) * size_t(nb);
+    auto* s = const_cast<int32_t*>(out.sum) + size_t(r) * size_t(nb);
+    if (avx512) detail::quantize_activation_row_avx512(x + size_t(r) * ldx, k, q, d, s);
+    else quantize_activation_row(x + size_t(r) * ldx, k, q, d, s);
+  }
+}
+
 namespace detail {
 
-void matmul_quant_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy,
-                                int m, int p0, int p1, bool accumulate) {
+// Codes as the unsigned bytes the integer dot products take (quant_weight_u8) and the offset
+// that takes them back to the format's integers: Q8_0 stores q + 128; Q4_0's code q is
+// q - 8 + 8; MXFP4's E2M1 value v is (2v + 12) / 2, so its unit is half the block scale.
+const uint8_t kMxfp4Doubled[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+int quant_offset(QuantFormat f) { return f == QuantFormat::Q8_0 ? 128 : f == QuantFormat::Q4_0 ? 8 : 12; }
+
+void matmul_quant_panels_scalar(const QuantizedActivations& xa, const PackedWeight& w, float* y, size_t ldy, int m,
+                                int p0, int p1, bool accumulate) {
   const int blocks = w.k / kQuantBlock;
   const size_t pb = quant_panel_block_bytes(w.quant), sw = scale_width(w.quant);
   const auto* base = static_cast<const uint8_t*>(w.data.get());
-  const float* values4 = quant4_values(w.quant);
+  const int offset = quant_offset(w.quant);
+  const float unit = w.quant == QuantFormat::MXFP4 ? 0.5f : 1.f;
   for (int p = p0; p < p1; ++p) {
     const int lanes = std::min(16, w.n - p * 16);
     for (int r = 0; r < m; ++r) {
-      const float* xr = x + size_t(r) * ldx;
+      const int8_t* xr = xa.q + size_t(r) * size_t(w.k);
       float acc[16] = {};
       for (int b = 0; b < blocks; ++b) {
         const uint8_t* blk = base + (size_t(p) * size_t(blocks) + size_t(b)) * pb;
         const uint8_t* cd = blk + 16 * sw;
-        const float* xb = xr + size_t(b) * kQuantBlock;
+        const int8_t* xb = xr + size_t(b) * kQuantBlock;
+        const float dx = xa.d[size_t(r) * size_t(blocks) + size_t(b)] * unit;
+        const int32_t corr = offset * xa.sum[size_t(r) * size_t(blocks) + size_t(b)];
         for (int l = 0; l < 16; ++l) {
-          float s = 0;
-          if (w.quant == QuantFormat::Q8_0) {
-            for (int i = 0; i < kQuantBlock; ++i) s += xb[i] * float(int8_t(cd[size_t(i) * 16 + size_t(l)]));
-          } else {
-            for (int j = 0; j < kQuantBlock / 2; ++j) {
-              const uint8_t byte = cd[size_t(j) * 16 + size_t(l)];
-              s += xb[2 * j] * values4[byte & 0x0f] + xb[2 * j + 1] * values4[byte >> 4];
+          int32_t dot = 0;
+          for (int i = 0; i < kQuantBlock; ++i) {
+            uint8_t u;
+            if (w.quant == QuantFormat::Q8_0) {
+              u = cd[size_t(i / 4) * 64 + size_t(l) * 4 + size_t(i % 4)];
+            } else {
+              const uint8_t byte = cd[size_t(i / 8) * 64 + size_t(l) * 4 + size_t(i % 4)];
+              const uint8_t code = (i % 8) < 4 ? byte & 0x0f : byte >> 4;
+              u = w.quant == QuantFormat::Q4_0 ? code : kMxfp4Doubled[code];
             }
+            dot += int32_t(u) * int32_t(xb[i]);
           }
-          acc[l] += s * quant_block_scale(w.quant, blk, l);
+          acc[l] = std::fma(float(dot - corr), quant_block_scale(w.quant, blk, l) * dx, acc[l]);
         }
       }
       float* yr = y + size_t(r) * ldy + size_t(p) * 16;

@@ -104,18 +104,22 @@ TEST_P(QuantizedCheckpoint, ComputesWhatItsDequantizedWeightsDo) {
   test::Runner rq(qdir), rd(dequantized_copy(qdir, qdir + "-deq")), ro(model_dir(model));
   const auto toks = prompt(rq.vocab);
   const std::vector<float> lq = rq.run(0, toks, 0), ld = rd.run(0, toks, 0), lo = ro.run(0, toks, 0);
-  double worst = 0, diff2 = 0, d2o = 0;
+  double worst = 0, d2d = 0, d2o = 0;
   for (size_t i = 0; i < lq.size(); ++i) {
     worst = std::max(worst, double(std::fabs(lq[i] - ld[i])));
+    d2d += double(lq[i] - ld[i]) * (lq[i] - ld[i]);
     d2o += double(lq[i] - lo[i]) * (lq[i] - lo[i]);
   }
-  (void)diff2;
-  const double scale = rms(ld);
-  // Only summation order separates the two: the kernels widen each code exactly.
-  EXPECT_LT(worst, 1e-4 * std::max(1.0, scale)) << tag;
+  // The dequantized copy runs f32 activations; the quantized model meets its codes with int8
+  // activation blocks (kernels/quant_activations.h), which move each product by at most half
+  // a step of 127: a relative error of a few 1e-3, the same for every format.
+  const double rel_deq = std::sqrt(d2d / double(lq.size())) / rms(ld);
+  EXPECT_LT(rel_deq, 0.01) << tag;
+  EXPECT_GT(rel_deq, 0.0) << tag << ": the activations were not quantized";
   // And the error against the unquantized model is the format's: Q8_0 is close.
   const double rel = std::sqrt(d2o / double(lq.size())) / rms(lo);
-  std::printf("%s: logits vs dequantized max %.2g; vs original rms %.4f of the logits' rms\n", tag.c_str(), worst, rel);
+  std::printf("%s: logits vs dequantized max %.2g, rms %.4f; vs original rms %.4f of the logits' rms\n", tag.c_str(), worst,
+              rel_deq, rel);
   if (f == QuantFormat::Q8_0) EXPECT_LT(rel, 0.02) << tag;
   else EXPECT_LT(rel, 0.5) << tag;
   fs::remove_all(qdir);
