@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/kv_format.h"
 #include "kernels/kda.h"
 #include "kernels/matmul.h"
 
@@ -59,15 +60,42 @@ void BM_DecodeAttention(benchmark::State& st) {
 }
 BENCHMARK(BM_DecodeAttention)->Arg(512)->Arg(2048)->Arg(8192)->UseRealTime();
 
-// Decode attention of one KV head of the llama layout (bench-100m-dense: 4 KV heads of 64, k then
-// v in one 512-float token row, 3 query heads each): the strided rows the prefetch is for.
+// Decode attention of one KV head of the llama layout (bench-100m-dense: 4 KV heads of 64, 3
+// query heads each). Args: context; 0 = every head's rows of a token side by side (the layout
+// before GQA blocks went head-major: this head's 256-byte rows 2 KiB apart, which the prefetcher
+// loses) or 1 = this head's rows contiguous within each 64-token block (model/gqa_mixer.h); the
+// KV dtype (0 f32, 1 bf16, 2 fp8).
 void BM_DecodeAttentionGqaHead(benchmark::State& st) {
-  const int ctx = int(st.range(0)), nq = 3, hd = 64, row = 2 * 4 * hd, bs = 64;
+  const int ctx = int(st.range(0)), nq = 3, hd = 64, heads = 4, bs = 64;
+  const bool head_major = st.range(1) != 0;
+  const KvDtype dt = st.range(2) == 0 ? KvDtype::F32 : st.range(2) == 1 ? KvDtype::BF16 : KvDtype::Fp8E4M3;
+  const size_t es = kv_elem_bytes(dt), head_row = size_t(2 * hd) * es + (kv_has_scales(dt) ? 8 : 0);
   const int blocks = (ctx + bs - 1) / bs;
-  auto pool = randn(size_t(blocks) * bs * row, 5);
+  std::vector<std::byte> pool(size_t(blocks) * bs * heads * head_row);
+  auto vals = randn(size_t(2 * hd), 5);
+  // This head (head 1) at its place in either layout.
+  const size_t token_stride = head_major ? head_row : heads * head_row;
+  const size_t head_at = head_major ? size_t(bs) * head_row : head_row;
+  for (size_t i = 0; i < size_t(blocks) * bs * heads; ++i) {
+    std::byte* r = pool.data() + i * head_row;
+    float* sc = kv_has_scales(dt) ? reinterpret_cast<float*>(r + 2 * hd * es) : nullptr;
+    kv_store_row(dt, vals.data(), hd, r, sc);
+    kv_store_row(dt, vals.data() + hd, hd, r + hd * es, sc ? sc + 1 : nullptr);
+  }
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
-  PagedKv kv = PagedKv::f32(pool.data(), pool.data() + 4 * hd, size_t(bs) * row, size_t(row), bs, table.data());
+  PagedKv kv;
+  kv.k = pool.data() + head_at;
+  kv.v = kv.k + hd * es;
+  if (kv_has_scales(dt)) {
+    kv.k_scale = kv.k + 2 * hd * es;
+    kv.v_scale = kv.k_scale + 4;
+  }
+  kv.block_stride = size_t(bs) * heads * head_row;
+  kv.token_stride = token_stride;
+  kv.block_size = bs;
+  kv.block_table = table.data();
+  kv.dtype = dt;
   auto q = randn(size_t(nq) * hd, 6);
   std::vector<float> out(size_t(nq) * hd), scratch(attention_scratch_floats(nq, hd, ctx));
   for (auto _ : st) {
@@ -75,9 +103,10 @@ void BM_DecodeAttentionGqaHead(benchmark::State& st) {
     benchmark::DoNotOptimize(out.data());
   }
   // Bytes of this head's keys and values: what a bandwidth-bound kernel reads.
-  st.counters["kv_GB/s"] = benchmark::Counter(double(ctx) * 2 * hd * 4, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["kv_GB/s"] = benchmark::Counter(double(ctx) * double(head_row), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["tokens/s"] = benchmark::Counter(double(ctx), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_DecodeAttentionGqaHead)->Arg(512)->Arg(1536)->Arg(8192)->UseRealTime();
+BENCHMARK(BM_DecodeAttentionGqaHead)->ArgsProduct({{512, 8192}, {0, 1}, {0, 1, 2}})->UseRealTime();
 
 KdaHeadIo head_io(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                   const std::vector<float>& g, const std::vector<float>& b, std::vector<float>& o, int d) {

@@ -60,6 +60,9 @@ int run(const GenerateOptions& o) {
   auto model = Model::load(o.model, o.threads);
   const ModelConfig cfg = model->config();
   const size_t decode_weight_bytes = model->decode_weight_bytes(), weights_bytes = model->weights_bytes();
+  // KV bytes one token adds (and every later decode step reads again), in the cache's dtype.
+  model->set_kv_dtype(o.kv_cache_dtype);
+  const size_t kv_bytes_per_token = model->kv_bytes_per_block(64) / 64;
   std::optional<Tokenizer> tok;
   if (const std::optional<TokenizerText> t = model_tokenizer_json(o.model)) tok = Tokenizer::from_json_text(t->json, t->where);
   std::vector<int32_t> prompt;
@@ -148,6 +151,7 @@ int run(const GenerateOptions& o) {
     j["decode_read_gb_per_s"] = double(decode_weight_bytes) * decode_tps / 1e9;
     j["isa"] = isa_name(active_isa());
     j["kv_cache_dtype"] = kv_dtype_name(o.kv_cache_dtype);
+    j["kv_bytes_per_token"] = kv_bytes_per_token;
     j["threads"] = o.threads;
     if (o.top_logprobs > 0) j["top_logprobs"] = top;
     if (spec.enabled()) {

@@ -12,7 +12,9 @@ uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft
   // The weights' content (not just their shape: a restart on another checkpoint of the same
   // shape must not reuse this one's KV or states), the KV and state layout (rows of this
   // dtype and these sizes), and the block size.
-  // The f32 tag is the one every earlier build wrote, so their disk tiers still hit.
+  // The arrangement of a block's rows: 2 since GQA blocks hold each KV head's rows together
+  // (model/gqa_mixer.h). Entries written with another arrangement are misses, never misread.
+  constexpr uint64_t kKvLayout = 0x6b766c61796f0002ull;
   auto kv_dtype_tag = [](KvDtype t) -> uint64_t {
     switch (t) {
       case KvDtype::F32: return 0x6633320000000001ull;
@@ -28,6 +30,7 @@ uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft
                                uint64_t(model.weights_bytes()),
                                model.weights_fingerprint(),
                                kv_dtype_tag(model.kv_dtype()),
+                               kKvLayout,
                                uint64_t(model.kv_bytes_per_block(block_size)),
                                uint64_t(model.state_bytes_per_slot()),
                                uint64_t(block_size)};

@@ -42,8 +42,10 @@ DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv,
                                          float* lse, float* scores) {
   const int n = t1 - t0;
   static const bool avx512 = active_isa() == Isa::Avx512;
+  size_t off[kAttnPartition];  // the rows' byte offsets (n <= kAttnPartition)
   if (avx512) {
-    detail::attention_scores_avx512(q, nq, dk, scale, kv, t0, n, scores);
+    detail::attention_row_offsets(kv, t0, n, off);
+    detail::attention_scores_avx512(q, nq, dk, scale, kv, off, n, scores);
   } else {
     // Each key row is loaded once and dotted with every head's query. The dot keeps kDotLanes
     // independent partial sums: one running sum is a serial dependency the compiler may not
@@ -77,6 +79,11 @@ DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv,
       for (int h = 0; h < nq; ++h) scores[size_t(h) * kAttnPartition + size_t(t)] *= scale;
     }
   }
+  if (avx512) {
+    detail::attention_softmax_avx512(scores, nq, n, lse);
+    detail::attention_pv_avx512(scores, nq, dv, kv, off, n, o_part);
+    return;
+  }
   for (int h = 0; h < nq; ++h) {
     float* sh = scores + size_t(h) * kAttnPartition;
     float m = -INFINITY;
@@ -89,10 +96,6 @@ DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv,
     lse[h] = m + std::log(sum);
     const float inv = 1.f / sum;
     for (int t = 0; t < n; ++t) sh[t] *= inv;
-  }
-  if (avx512) {
-    detail::attention_pv_avx512(scores, nq, dv, kv, t0, n, o_part);
-    return;
   }
   for (int h = 0; h < nq; ++h)
     for (int d = 0; d < dv; ++d) o_part[size_t(h) * size_t(dv) + size_t(d)] = 0.f;

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -39,7 +40,7 @@ inline float hsum(__m512 v) {
 // mantissa to bits 7..13), which vcvtph2ps widens exactly, subnormals included, to the value
 // times 2^-8 (kFp8Unit folds the 2^8 back in with the row's scale).
 template <KvDtype T>
-inline __m512 load16(const std::byte* row, int d, __mmask16 m) {
+[[gnu::always_inline]] inline __m512 load16(const std::byte* row, int d, __mmask16 m) {
   if constexpr (T == KvDtype::F32) {
     return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
   } else if constexpr (T == KvDtype::BF16) {
@@ -56,7 +57,7 @@ constexpr float kFp8Unit = 256.f;
 
 // The factor a row's products are multiplied by: its scale for fp8 (times kFp8Unit), else 1.
 template <KvDtype T>
-inline float row_factor(const std::byte* scale_base, size_t offset) {
+[[gnu::always_inline]] inline float row_factor(const std::byte* scale_base, size_t offset) {
   if constexpr (T == KvDtype::Fp8E4M3) {
     float s;
     std::memcpy(&s, scale_base + offset, sizeof s);
@@ -71,7 +72,7 @@ inline float row_factor(const std::byte* scale_base, size_t offset) {
 // H heads (consecutive, dk apart) against K key rows: H*K independent FMA chains; each key
 // vector is loaded once for H heads and each query vector once for K keys.
 template <KvDtype T, int H, int K>
-inline void scores_tile(const float* q, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
+[[gnu::always_inline]] inline void scores_tile(const float* q, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
   __m512 acc[H][K];
   for (int h = 0; h < H; ++h)
     for (int k = 0; k < K; ++k) acc[h][k] = _mm512_setzero_ps();
@@ -93,7 +94,7 @@ inline void scores_tile(const float* q, int dk, const std::byte* const* kr, cons
 
 // All nq heads against K key rows, 4 heads at a time.
 template <KvDtype T, int K>
-inline void scores_keys(const float* q, int nq, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
+[[gnu::always_inline]] inline void scores_keys(const float* q, int nq, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
   int h = 0;
   for (; h + 4 <= nq; h += 4)
     scores_tile<T, 4, K>(q + size_t(h) * size_t(dk), dk, kr, kf, scale, out + size_t(h) * kAttnPartition);
@@ -115,42 +116,25 @@ inline void prefetch_row(const std::byte* row, size_t bytes) {
 // (2 KiB for 4 heads of 64 at f32), two per page, which the hardware prefetcher does not follow.
 constexpr int kPrefetchRows = 16;
 
-// Calls f(t, offset, ahead) for t in [0, n) with offset the byte offset of position t0 + t's row
-// (from kv.k, kv.v or a scale base alike), walking the block table once per block: kv.key() per
-// row costs an integer division by the block size, which at 48 rows' worth per key dominated the
-// MLA loop. ahead: the offset kPrefetchRows rows on in the same block, or SIZE_MAX.
-template <typename F>
-inline void for_rows(const PagedKv& kv, int t0, int n, F&& f) {
-  const int bs = kv.block_size;
-  for (int t = 0; t < n;) {
-    const int pos = t0 + t;
-    const int off = pos % bs;
-    const int cnt = std::min(bs - off, n - t);
-    size_t at = size_t(kv.block_table[pos / bs]) * kv.block_stride + size_t(off) * kv.token_stride;
-    for (int i = 0; i < cnt; ++i, at += kv.token_stride)
-      f(t + i, at, i + kPrefetchRows < cnt ? at + kPrefetchRows * kv.token_stride : SIZE_MAX);
-    t += cnt;
-  }
-}
-
 template <KvDtype T>
-void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, int t0, int n, float* scores) {
+void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores) {
   const size_t row_bytes = size_t(dk) * kv_elem_bytes(T);
   const std::byte* rows[4];
   float kf[4];
   int t = 0;
-  for_rows(kv, t0, n, [&](int tt, size_t at, size_t ahead) {
-    if (ahead != SIZE_MAX) prefetch_row(kv.k + ahead, row_bytes);
-    else if (tt + kPrefetchRows < n) prefetch_row(kv.key(t0 + tt + kPrefetchRows), row_bytes);
-    rows[tt - t] = kv.k + at;
-    kf[tt - t] = row_factor<T>(kv.k_scale, at);
-    if (tt - t == 3) {  // four keys gathered: one tile pass for all heads
-      scores_keys<T, 4>(q, nq, dk, rows, kf, scale, scores + size_t(t));
-      t = tt + 1;
+  for (; t + 4 <= n; t += 4) {  // four keys gathered: one tile pass for all heads
+    for (int i = 0; i < 4; ++i) {
+      rows[i] = kv.k + off[t + i];
+      kf[i] = row_factor<T>(kv.k_scale, off[t + i]);
+      if (t + i + kPrefetchRows < n) prefetch_row(kv.k + off[t + i + kPrefetchRows], row_bytes);
     }
-  });
-  // The last n % 4 keys wait in rows[0, n - t).
-  for (int i = 0; t + i < n; ++i) scores_keys<T, 1>(q, nq, dk, rows + i, kf + i, scale, scores + size_t(t + i));
+    scores_keys<T, 4>(q, nq, dk, rows, kf, scale, scores + size_t(t));
+  }
+  for (; t < n; ++t) {  // the last n % 4 keys
+    rows[0] = kv.k + off[t];
+    kf[0] = row_factor<T>(kv.k_scale, off[t]);
+    scores_keys<T, 1>(q, nq, dk, rows, kf, scale, scores + size_t(t));
+  }
 }
 
 constexpr int kRowBlock = 32;  // value rows per block: 32 KiB at dv = 256 in f32, inside L1
@@ -159,7 +143,7 @@ constexpr int kRowBlock = 32;  // value rows per block: 32 KiB at dv = 256 in f3
 // columns, 4H accumulators in registers, loaded from and stored back to the output (L1). vf:
 // each row's factor (fp8), folded into its probabilities.
 template <KvDtype T, int H>
-inline void pv_rows(const float* probs, const std::byte* const* rows, const float* vf, int nr, int dv, float* o) {
+[[gnu::always_inline]] inline void pv_rows(const float* probs, const std::byte* const* rows, const float* vf, int nr, int dv, float* o) {
   for (int d0 = 0; d0 < dv; d0 += 64) {
     __mmask16 m[4];
     for (int j = 0; j < 4; ++j) m[j] = tail_mask(dv - d0 - 16 * j);
@@ -182,7 +166,7 @@ inline void pv_rows(const float* probs, const std::byte* const* rows, const floa
 }
 
 template <KvDtype T>
-void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int n, float* o_part) {
+void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
   // Blocks of kRowBlock value rows, each used by every head and column while it sits in L1; up
   // to 6 heads share each value vector load. (One pass over all rows per head and column chunk
   // re-read the partition from L2 24 times for MLA's 12 heads: L2-bandwidth bound.)
@@ -193,11 +177,10 @@ void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int 
   for (int r0 = 0; r0 < n; r0 += kRowBlock) {
     const int nr = std::min(kRowBlock, n - r0);
     for (int i = 0; i < nr; ++i) {
-      const size_t at = kv.offset(t0 + r0 + i);
-      rows[i] = kv.v + at;
-      vf[i] = row_factor<T>(kv.v_scale, at);
+      rows[i] = kv.v + off[r0 + i];
+      vf[i] = row_factor<T>(kv.v_scale, off[r0 + i]);
     }
-    for (int i = 0; i < nr && r0 + kRowBlock + i < n; ++i) prefetch_row(kv.value(t0 + r0 + kRowBlock + i), row_bytes);
+    for (int i = 0; i < nr && r0 + kRowBlock + i < n; ++i) prefetch_row(kv.v + off[r0 + kRowBlock + i], row_bytes);
     const float* p = probs + size_t(r0);
     for (int h = 0; h < nq;) {
       const float* ph = p + size_t(h) * kAttnPartition;
@@ -214,22 +197,83 @@ void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int 
   }
 }
 
+// exp_fast (kernels/fast_math.h) 16 lanes at a time: the same range reduction and polynomial.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+  const __m512 magic = _mm512_set1_ps(12582912.f);
+  const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), magic), magic);
+  const __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x));
+  __m512 p = _mm512_set1_ps(1.f / 720.f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f / 120.f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f / 24.f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f / 6.f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+inline float hmax(__m512 v) {
+  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));
+  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));
+  v = _mm512_max_ps(v, _mm512_permute_ps(v, 0x4e));
+  v = _mm512_max_ps(v, _mm512_permute_ps(v, 0xb1));
+  return _mm512_cvtss_f32(v);
+}
+
 }  // namespace
 
-void attention_scores_avx512(const float* q, int nq, int dk, float scale, const PagedKv& kv, int t0, int n,
-                             float* scores) {
-  switch (kv.dtype) {
-    case KvDtype::F32: return scores_impl<KvDtype::F32>(q, nq, dk, scale, kv, t0, n, scores);
-    case KvDtype::BF16: return scores_impl<KvDtype::BF16>(q, nq, dk, scale, kv, t0, n, scores);
-    case KvDtype::Fp8E4M3: return scores_impl<KvDtype::Fp8E4M3>(q, nq, dk, scale, kv, t0, n, scores);
+void attention_softmax_avx512(float* scores, int nq, int n, float* lse) {
+  for (int h = 0; h < nq; ++h) {
+    float* sh = scores + size_t(h) * kAttnPartition;
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    for (int t = 0; t < n; t += 16) vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n - t), sh + t));
+    const float m = hmax(vm);
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 vs = _mm512_setzero_ps();
+    for (int t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sh + t), mv)));
+      _mm512_mask_storeu_ps(sh + t, k, e);
+      vs = _mm512_add_ps(vs, e);
+    }
+    const float sum = hsum(vs);
+    lse[h] = m + std::log(sum);
+    const __m512 inv = _mm512_set1_ps(1.f / sum);
+    for (int t = 0; t < n; t += 16) {
+      const __mmask16 k = tail_mask(n - t);
+      _mm512_mask_storeu_ps(sh + t, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, sh + t), inv));
+    }
   }
 }
 
-void attention_pv_avx512(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int n, float* o_part) {
+void attention_row_offsets(const PagedKv& kv, int t0, int n, size_t* off) {
+  const int bs = kv.block_size;
+  for (int t = 0; t < n;) {
+    const int pos = t0 + t;
+    const int in_block = pos % bs;
+    const int cnt = std::min(bs - in_block, n - t);
+    size_t at = size_t(kv.block_table[pos / bs]) * kv.block_stride + size_t(in_block) * kv.token_stride;
+    for (int i = 0; i < cnt; ++i, at += kv.token_stride) off[t + i] = at;
+    t += cnt;
+  }
+}
+
+void attention_scores_avx512(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n,
+                             float* scores) {
   switch (kv.dtype) {
-    case KvDtype::F32: return pv_impl<KvDtype::F32>(probs, nq, dv, kv, t0, n, o_part);
-    case KvDtype::BF16: return pv_impl<KvDtype::BF16>(probs, nq, dv, kv, t0, n, o_part);
-    case KvDtype::Fp8E4M3: return pv_impl<KvDtype::Fp8E4M3>(probs, nq, dv, kv, t0, n, o_part);
+    case KvDtype::F32: return scores_impl<KvDtype::F32>(q, nq, dk, scale, kv, off, n, scores);
+    case KvDtype::BF16: return scores_impl<KvDtype::BF16>(q, nq, dk, scale, kv, off, n, scores);
+    case KvDtype::Fp8E4M3: return scores_impl<KvDtype::Fp8E4M3>(q, nq, dk, scale, kv, off, n, scores);
+  }
+}
+
+void attention_pv_avx512(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
+  switch (kv.dtype) {
+    case KvDtype::F32: return pv_impl<KvDtype::F32>(probs, nq, dv, kv, off, n, o_part);
+    case KvDtype::BF16: return pv_impl<KvDtype::BF16>(probs, nq, dv, kv, off, n, o_part);
+    case KvDtype::Fp8E4M3: return pv_impl<KvDtype::Fp8E4M3>(probs, nq, dv, kv, off, n, o_part);
   }
 }
 

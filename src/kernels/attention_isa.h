@@ -4,10 +4,20 @@
 
 namespace ds::detail {
 
-// scores[h * kAttnPartition + t] = scale * q_h . key(t0 + t), for t in [0, n).
-void attention_scores_avx512(const float* q, int nq, int dk, float scale, const PagedKv& kv, int t0, int n,
+// off[t] = kv.offset(t0 + t) for t in [0, n), walking the block table a block at a time: an
+// offset per row costs an integer division by the block size (tens of cycles), which made the
+// address arithmetic most of a decode row's attention.
+void attention_row_offsets(const PagedKv& kv, int t0, int n, size_t* off);
+// scores[h * kAttnPartition + t] = scale * q_h . key(t0 + t), for t in [0, n); off from
+// attention_row_offsets.
+void attention_scores_avx512(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n,
                              float* scores);
+// Per head h: lse[h] = log sum_t exp(scores[h][t]), and scores[h][t] becomes the normalised
+// probability, for t in [0, n). 16 scores at a time: the scalar loop's running max and sum are
+// serial reductions the compiler may not reorder, and one exp per score made the softmax most of
+// a decode step's attention.
+void attention_softmax_avx512(float* scores, int nq, int n, float* lse);
 // o_part[h * dv + d] = sum_t probs[h * kAttnPartition + t] * value(t0 + t)[d] (overwrites).
-void attention_pv_avx512(const float* probs, int nq, int dv, const PagedKv& kv, int t0, int n, float* o_part);
+void attention_pv_avx512(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part);
 
 }  // namespace ds::detail

@@ -33,10 +33,12 @@ namespace {
 size_t align4(size_t n) { return (n + 3) / 4 * 4; }
 }  // namespace
 
-size_t GqaMixer::kv_row_bytes(KvDtype dt) const {
-  const size_t codes = size_t(2 * nkv_ * hd_) * kv_elem_bytes(dt);
-  return kv_has_scales(dt) ? align4(codes) + size_t(2 * nkv_) * sizeof(float) : codes;
+size_t GqaMixer::head_row_bytes(KvDtype dt) const {
+  const size_t codes = size_t(2 * hd_) * kv_elem_bytes(dt);
+  return kv_has_scales(dt) ? align4(codes) + 2 * sizeof(float) : codes;
 }
+
+size_t GqaMixer::kv_row_bytes(KvDtype dt) const { return size_t(nkv_) * head_row_bytes(dt); }
 
 size_t GqaMixer::weight_bytes() const { return qkv_.bytes() + o_proj_.bytes(); }
 
@@ -68,8 +70,12 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
   const size_t qkv_w = size_t((nh_ + 2 * nkv_) * hd_);
   const size_t kvw = size_t(nkv_ * hd_);
   const size_t esize = kv_elem_bytes(dt);
-  const size_t token_stride = kv_row_bytes(dt), block_stride = size_t(block_size) * token_stride;
-  const size_t scales_at = align4(2 * kvw * esize);  // fp8: nkv key scales, then nkv value scales
+  // A block holds each KV head's rows together ([nkv][block_size][head row]), so decode
+  // attention, one item per KV head, streams contiguous memory: with every head's rows of a
+  // token side by side, a head's rows sat 2 KiB apart and the hardware prefetcher lost them.
+  const size_t head_row = head_row_bytes(dt), head_stride = size_t(block_size) * head_row;
+  const size_t block_stride = size_t(nkv_) * head_stride;
+  const size_t scales_at = align4(size_t(2 * hd_) * esize);  // fp8: the key's scale, then the value's
   Arena& arena = *ctx.arena;
   float* QKV = arena.alloc<float>(size_t(N) * qkv_w);
   float* O = arena.alloc<float>(size_t(N) * size_t(nh_ * hd_));
@@ -82,15 +88,14 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     rope_angles(hd_, pos, inv_freq_.data(), c, sn);
     for (int hh = 0; hh < nh_ + nkv_; ++hh) rope(row + size_t(hh * hd_), hd_, c, sn);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
-    std::byte* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
-    const float* kv_src = row + size_t(nh_ * hd_);  // k then v, as laid out in the cache
-    if (dt == KvDtype::F32) {
-      std::memcpy(dst, kv_src, 2 * kvw * sizeof(float));
-    } else {
-      // One row (and, for fp8, one scale) per KV head's key and per KV head's value.
-      auto* scales = reinterpret_cast<float*>(dst + scales_at);
-      for (int r = 0; r < 2 * nkv_; ++r)
-        kv_store_row(dt, kv_src + size_t(r * hd_), hd_, dst + size_t(r * hd_) * esize, kv_has_scales(dt) ? scales + r : nullptr);
+    std::byte* tok = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * head_row;
+    const float* k_src = row + size_t(nh_ * hd_);  // every KV head's key, then every value
+    const float* v_src = k_src + kvw;
+    for (int g = 0; g < nkv_; ++g) {
+      std::byte* dst = tok + size_t(g) * head_stride;
+      auto* scales = kv_has_scales(dt) ? reinterpret_cast<float*>(dst + scales_at) : nullptr;
+      kv_store_row(dt, k_src + size_t(g * hd_), hd_, dst, scales);
+      kv_store_row(dt, v_src + size_t(g * hd_), hd_, dst + size_t(hd_) * esize, scales ? scales + 1 : nullptr);
     }
   });
   const int group = nh_ / nkv_;
@@ -102,14 +107,14 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     const SeqChunk& sc = seqs[size_t(it.seq)];
     const int g = it.group;
     PagedKv kv;
-    kv.k = kv_pool + size_t(g * hd_) * esize;
-    kv.v = kv_pool + (kvw + size_t(g * hd_)) * esize;
+    kv.k = kv_pool + size_t(g) * head_stride;
+    kv.v = kv.k + size_t(hd_) * esize;
     if (kv_has_scales(dt)) {
-      kv.k_scale = kv_pool + scales_at + size_t(g) * sizeof(float);
-      kv.v_scale = kv_pool + scales_at + size_t(nkv_ + g) * sizeof(float);
+      kv.k_scale = kv.k + scales_at;
+      kv.v_scale = kv.k + scales_at + sizeof(float);
     }
     kv.block_stride = block_stride;
-    kv.token_stride = token_stride;
+    kv.token_stride = head_row;
     kv.block_size = block_size;
     kv.block_table = sc.block_table;
     kv.dtype = dt;

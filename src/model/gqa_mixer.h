@@ -14,10 +14,13 @@ namespace ds {
 class GqaMixer {
  public:
   GqaMixer(const ModelConfig& c, const WeightLoader& w);
-  // One token's row in the cache: keys of every KV head, then values, in dtype; for fp8 then
-  // the f32 scales of the nkv key rows and the nkv value rows (from a 4-byte aligned offset).
+  // One KV head's row of one token: its key then its value in dtype; for fp8 then the key's and
+  // the value's f32 scales (from a 4-byte aligned offset).
+  size_t head_row_bytes(KvDtype dt) const;
+  // One token's bytes in the cache: nkv head rows.
   size_t kv_row_bytes(KvDtype dt) const;
-  // kv_pool: this layer's [num_blocks][block_size][kv_row_bytes] cache.
+  // kv_pool: this layer's cache, [num_blocks][nkv][block_size][head_row_bytes]: within a block
+  // each KV head's rows are contiguous.
   void forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size, KvDtype dt) const;
   size_t temp_floats(int n) const;
   size_t weight_bytes() const;
