@@ -108,7 +108,10 @@ void quantize_activation_row(const float* x, int k, int8_t* q, float* d, int32_t
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
     int32_t s = 0;
     for (int i = 0; i < kQuantBlock; ++i) {
-      const int v = int(std::nearbyint(xb[i] * inv));
+      // |x * inv| <= 127 for finite x; a NaN (a broken activation) becomes 0, as the AVX-512
+      // conversion's low byte does, instead of an undefined float-to-int conversion.
+      const float t = xb[i] * inv;
+      const int v = std::isnan(t) ? 0 : int(std::nearbyint(t));
       q[size_t(b) * kQuantBlock + size_t(i)] = int8_t(v);
       s += v;
     }
