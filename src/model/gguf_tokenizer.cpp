@@ -79,7 +79,12 @@ std::optional<std::string> gguf_tokenizer_json(const GgufFile& g) {
             {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}},
             {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
                        {"vocab", vocab}, {"merges", merges ? json(merges->strings) : json::array()}}}};
-  return j.dump();
+  // Token and merge strings come from the file: one that is not UTF-8 is the file's error, not a crash.
+  try {
+    return j.dump();
+  } catch (const json::exception&) {
+    throw Error(where + ": tokenizer.ggml.tokens or tokenizer.ggml.merges holds a string that is not UTF-8");
+  }
 }
 
 void write_gguf_tokenizer(const std::string& tokenizer_json, const std::string& where, int vocab_size, GgufWriter& w) {
