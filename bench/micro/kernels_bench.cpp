@@ -25,12 +25,14 @@ std::vector<float> randn(size_t n, unsigned seed) {
 // args: rows m, dtype (0 f32, 1 bf16), threads. A 2048x768 weight (one FFN projection).
 void BM_Matmul(benchmark::State& st) {
   const int m = int(st.range(0)), n = 2048, k = 768;
+  // Arg 1: 0 f32 weights, 1 bf16 weights (f32 activations), 2 bf16 weights with bf16 activations.
   const DType dt = st.range(1) ? DType::BF16 : DType::F32;
   ThreadPool pool(int(st.range(2)));
   auto w = randn(size_t(n) * k, 1);
   std::vector<uint16_t> wb(w.size());
   for (size_t i = 0; i < w.size(); ++i) wb[i] = f32_to_bf16(w[i]);
   PackedWeight pw = dt == DType::BF16 ? pack_weight(wb.data(), dt, n, k) : pack_weight(w.data(), dt, n, k);
+  if (st.range(1) == 2) set_activation_dtype(pw, ActivationDtype::BF16);
   auto x = randn(size_t(m) * k, 2);
   std::vector<float> y(size_t(m) * n);
   for (auto _ : st) {
@@ -40,7 +42,7 @@ void BM_Matmul(benchmark::State& st) {
   st.counters["weight_GB/s"] = benchmark::Counter(double(pw.bytes()), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Matmul)->ArgsProduct({{1, 2, 4, 8, 16, 32, 64}, {0, 1}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_Matmul)->ArgsProduct({{1, 2, 4, 8, 16, 32, 64}, {0, 1, 2}, {1, 2}})->UseRealTime();
 
 // Decode attention of 12 heads over an MLA-style latent cache (row 288, value 256): context length.
 void BM_DecodeAttention(benchmark::State& st) {

@@ -3,7 +3,7 @@
 // it prints figures and ratios. Run:
 //   DS_BENCH_MODEL=/path/to/model [DS_BENCH_CONCURRENCY=1,4,16,64] [DS_BENCH_PROMPT=512]
 //   [DS_BENCH_NEW=256] [DS_BENCH_THREADS=0] [DS_BENCH_PROFILE_STEPS=N] [DS_BENCH_HTTP_SCHED=batch|normal]
-//   [DS_BENCH_KV_DTYPE=f32|bf16|fp8] build/bench/server/server_bench
+//   [DS_BENCH_KV_DTYPE=f32|bf16|fp8] [DS_BENCH_ACTIVATION_DTYPE=f32|bf16] build/bench/server/server_bench
 // Steady-state decode tok/s at concurrency c counts the tokens that arrive while all c streams
 // are decoding (after the last first token, before the first stream ends), over that window.
 #include <gtest/gtest.h>
@@ -89,10 +89,12 @@ TEST(ServeBenchmark, DecodeThroughput) {
     const std::string sched = std::getenv("DS_BENCH_HTTP_SCHED") ? std::getenv("DS_BENCH_HTTP_SCHED") : "normal";
     // DS_BENCH_KV_DTYPE=f32|bf16|fp8: the KV cache's element type (serve --kv-cache-dtype).
     const std::string kv = std::getenv("DS_BENCH_KV_DTYPE") ? std::getenv("DS_BENCH_KV_DTYPE") : "f32";
+    // DS_BENCH_ACTIVATION_DTYPE=f32|bf16: how activations meet bf16 weights (serve --activation-dtype).
+    const std::string act = std::getenv("DS_BENCH_ACTIVATION_DTYPE") ? std::getenv("DS_BENCH_ACTIVATION_DTYPE") : "f32";
     execl(DS_CLI, DS_CLI, "serve", "--model", model, "--served-model-name", "bench", "--port", ps.c_str(),
           "--max-num-seqs", ms.c_str(), "--max-num-batched-tokens", "2048", "--max-model-len",
           std::to_string(plen + nnew + 8).c_str(), "--threads", threads.c_str(), "--profile-steps", prof.c_str(),
-          "--http-sched", sched.c_str(), "--kv-cache-dtype", kv.c_str(), (char*)nullptr);
+          "--http-sched", sched.c_str(), "--kv-cache-dtype", kv.c_str(), "--activation-dtype", act.c_str(), (char*)nullptr);
     _exit(127);
   }
   bool up = false;

@@ -74,6 +74,13 @@ json options_json(const BenchOptions& o, int concurrency, const Workload& w) {
     const AgenticEditConfig& e = o.edit_cfg;
     j["workload"]["synthetic"] = {{"generator", o.synthetic}, {"corpus", e.corpus},       {"turns", e.turns},
                                   {"max_tokens", e.max_tokens}, {"file_chars", e.file_chars}, {"seed", e.seed}};
+  } else if (o.synthetic == "fixed") {
+    const SyntheticConfig& s = o.synthetic_cfg;
+    j["workload"]["synthetic"] = {{"generator", o.synthetic},
+                                  {"seed", s.seed},
+                                  {"sessions", s.sessions},
+                                  {"input_tokens", s.fixed_input_tokens},
+                                  {"output_tokens", s.fixed_output_tokens}};
   } else if (!o.synthetic.empty()) {
     const SyntheticConfig& s = o.synthetic_cfg;
     j["workload"]["synthetic"] = {{"generator", o.synthetic},

@@ -22,7 +22,7 @@ struct BenchOptions {
   // Workload: a trace file, or a synthetic generator.
   std::string trace_path;
   std::string trace_format = "auto";  // auto | mooncake | agentic
-  std::string synthetic;              // "", "agentic-code" or "agentic-edit"
+  std::string synthetic;              // "", "agentic-code", "agentic-edit" or "fixed"
   SyntheticConfig synthetic_cfg;
   AgenticEditConfig edit_cfg;         // --synthetic agentic-edit
   int64_t block_size = 0;  // 0: the format's own (Mooncake 512, agentic traces' block_size)

@@ -137,4 +137,28 @@ Workload generate_agentic_code(const SyntheticConfig& cfg) {
   return Generator(cfg).run();
 }
 
+Workload generate_fixed(const SyntheticConfig& cfg) {
+  DS_CHECK(cfg.sessions > 0, "synthetic: sessions must be positive");
+  DS_CHECK(cfg.block_size > 0, "synthetic: block size must be positive");
+  DS_CHECK(cfg.fixed_input_tokens >= 1 && cfg.fixed_output_tokens >= 1,
+           "synthetic fixed: --fixed-input-tokens and --fixed-output-tokens must be at least 1");
+  Workload w;
+  w.source = "synthetic:fixed";
+  w.format = w.source;
+  w.block_size = cfg.block_size;
+  for (int i = 0; i < cfg.sessions; ++i) {
+    Session s;
+    s.id = "fixed" + std::to_string(i);
+    TraceRequest r;
+    r.input_tokens = cfg.fixed_input_tokens;
+    r.output_tokens = cfg.fixed_output_tokens;
+    // The session's own segment: no block id is shared with another session.
+    r.hash_ids = block_ids({{mix64(cfg.seed, 0xF1ED000000ull + uint64_t(i)), cfg.fixed_input_tokens}}, cfg.block_size);
+    r.stop_reason = "end_turn";
+    s.requests.push_back(std::move(r));
+    w.sessions.push_back(std::move(s));
+  }
+  return w;
+}
+
 }  // namespace ds::bench

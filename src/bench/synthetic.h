@@ -4,6 +4,7 @@
 //   [session context]                          one session's task
 //   [turn inputs and outputs ...]              history that grows by each turn's input and output
 // plus think / tool delays between turns and subagents forked off some turns.
+// `--synthetic fixed`: independent requests of one prompt and output length (generate_fixed).
 #pragma once
 #include <cstdint>
 
@@ -28,8 +29,15 @@ struct SyntheticConfig {
   double subagent_probability = 0.15;  // per turn
   int subagent_turns_max = 3;
   double background_probability = 0.25;  // a subagent the parent does not wait for
+  // `--synthetic fixed`: every request exactly this long, no prefix shared with any other.
+  int64_t fixed_input_tokens = 512;
+  int64_t fixed_output_tokens = 256;
 };
 
 Workload generate_agentic_code(const SyntheticConfig& cfg);
+// `--synthetic fixed`: `sessions` one-request sessions of fixed_input_tokens private tokens and
+// fixed_output_tokens new ones (ignore_eos), no think time: the steady-decode throughput shape
+// (every prompt its own, so the prefix cache cannot help).
+Workload generate_fixed(const SyntheticConfig& cfg);
 
 }  // namespace ds::bench

@@ -26,11 +26,11 @@ Workload make_workload(const WorkloadSpec& spec) {
            "give exactly one workload: --trace PATH or --synthetic agentic-code");
   Workload w;
   if (!spec.synthetic.empty()) {
-    DS_CHECK(spec.synthetic == "agentic-code",
-             "unknown --synthetic \"" + spec.synthetic + "\" (known: agentic-code)");
+    DS_CHECK(spec.synthetic == "agentic-code" || spec.synthetic == "fixed",
+             "unknown --synthetic \"" + spec.synthetic + "\" (known: agentic-code, fixed)");
     SyntheticConfig c = spec.synthetic_cfg;
     if (spec.block_size > 0) c.block_size = spec.block_size;
-    w = generate_agentic_code(c);
+    w = spec.synthetic == "fixed" ? generate_fixed(c) : generate_agentic_code(c);
   } else {
     std::string format = spec.trace_format;
     if (format == "auto") format = detect_trace_format(spec.trace_path);

@@ -11,7 +11,7 @@ namespace ds::bench {
 struct WorkloadSpec {
   std::string trace_path;
   std::string trace_format = "auto";  // auto | mooncake | agentic
-  std::string synthetic;              // "" or "agentic-code"
+  std::string synthetic;              // "", "agentic-code" or "fixed"
   SyntheticConfig synthetic_cfg;
   int64_t block_size = 0;
   double scale = 1.0;

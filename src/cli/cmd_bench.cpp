@@ -49,9 +49,10 @@ void setup(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "mooncake", "agentic"}))
       ->capture_default_str();
   auto* syn = cmd->add_option("--synthetic", o->synthetic,
-                              "synthetic workload: agentic-code (token counts, replayed) or agentic-edit (real files, "
-                              "closed-loop chat: the model's own replies)")
-                  ->check(CLI::IsMember({"agentic-code", "agentic-edit"}));
+                              "synthetic workload: agentic-code (token counts, replayed), agentic-edit (real files, "
+                              "closed-loop chat: the model's own replies) or fixed (independent requests of "
+                              "--fixed-input-tokens and --fixed-output-tokens: steady-decode throughput)")
+                  ->check(CLI::IsMember({"agentic-code", "agentic-edit", "fixed"}));
   trace->excludes(syn);
   cmd->add_option("--block-size", o->block_size,
                   "tokens per trace hash id (default: Mooncake 512, the agentic trace's own, synthetic 64)");
@@ -116,6 +117,12 @@ void setup(CLI::App& app, int& exit_code) {
 
   bench::AgenticEditConfig& e = o->edit_cfg;
   cmd->add_option("--edit-corpus", e.corpus, "agentic-edit: corpus.json naming the held-out source files")
+      ->capture_default_str();
+  cmd->add_option("--fixed-input-tokens", s.fixed_input_tokens, "fixed: prompt tokens per request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--fixed-output-tokens", s.fixed_output_tokens, "fixed: new tokens per request (ignore_eos)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--edit-turns", e.turns, "agentic-edit: requests per session")->capture_default_str();
   cmd->add_option("--edit-max-tokens", e.max_tokens, "agentic-edit: most tokens per reply")->capture_default_str();

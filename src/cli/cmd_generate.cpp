@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "cli/command.h"
-#include "cli/kv_cache_flag.h"
+#include "cli/dtype_flags.h"
 #include "cli/spec_flags.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -33,6 +33,7 @@ struct GenerateOptions {
   int top_logprobs = 0;
   bool json = false, ignore_eos = false;
   KvDtype kv_cache_dtype = KvDtype::F32;
+  ActivationDtype activation_dtype = ActivationDtype::F32;
   SpecFlags spec;
 };
 
@@ -89,6 +90,7 @@ int run(const GenerateOptions& o) {
   ec.threads = o.threads;
   ec.prefix.enabled = false;
   ec.kv_cache_dtype = o.kv_cache_dtype;
+  ec.activation_dtype = o.activation_dtype;
   ec.spec = spec_options_of(o.spec);
   Engine engine(std::move(model), ec);
   const SpecOptions spec = engine.config().spec;
@@ -152,6 +154,7 @@ int run(const GenerateOptions& o) {
     j["isa"] = isa_name(active_isa());
     j["kv_cache_dtype"] = kv_dtype_name(o.kv_cache_dtype);
     j["kv_bytes_per_token"] = kv_bytes_per_token;
+    j["activation_dtype"] = activation_dtype_name(o.activation_dtype);
     j["threads"] = o.threads;
     if (o.top_logprobs > 0) j["top_logprobs"] = top;
     if (spec.enabled()) {
@@ -200,6 +203,7 @@ RegisterCommand reg("generate", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", o->threads, "0 = all cores")->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "tokens per prefill step")->check(CLI::PositiveNumber);
   add_kv_cache_dtype_option(cmd, &o->kv_cache_dtype);
+  add_activation_dtype_option(cmd, &o->activation_dtype);
   cmd->add_option("--top-logprobs", o->top_logprobs, "with --json: top-N log-probabilities per token")
       ->check(CLI::Range(0, 20));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-text");

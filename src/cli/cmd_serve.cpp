@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cli/command.h"
-#include "cli/kv_cache_flag.h"
+#include "cli/dtype_flags.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -185,6 +185,7 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--block-size", a->engine.block_size, "Tokens per KV block (the prefix cache's granularity)")
       ->capture_default_str();
   add_kv_cache_dtype_option(cmd, &a->engine.kv_cache_dtype);
+  add_activation_dtype_option(cmd, &a->engine.activation_dtype);
   cmd->add_flag("!--no-prefix-caching", a->engine.prefix.enabled,
                 "Turn off prefix caching (cached KV blocks and recurrent-state snapshots)");
   cmd->add_option("--state-snapshot-interval", a->engine.prefix.snapshot_interval,

@@ -34,7 +34,15 @@ uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft
                                uint64_t(model.kv_bytes_per_block(block_size)),
                                uint64_t(model.state_bytes_per_slot()),
                                uint64_t(block_size)};
-  const uint64_t seed = block_hash_seed(identity);
+  uint64_t seed = block_hash_seed(identity);
+  // bf16 activations compute other KV rows and states from the same tokens (their entries
+  // must not mix with f32's); f32's seed stays what it was, so existing disk tiers still hit.
+  auto with_activations = [](uint64_t s, const Model& m) {
+    if (m.activation_dtype() == ActivationDtype::F32) return s;
+    const uint64_t mixed[] = {s, 0x6163743a62663136ull /* "act:bf16" */};
+    return block_hash_seed(mixed);
+  };
+  seed = with_activations(seed, model);
   if (!draft) return seed;
   const uint64_t with_draft[] = {seed,
                                  0x6472616674000001ull,  // "draft"
@@ -43,7 +51,7 @@ uint64_t cache_chain_seed(const Model& model, int block_size, const Model* draft
                                  kv_dtype_tag(draft->kv_dtype()),
                                  uint64_t(draft->kv_bytes_per_block(block_size)),
                                  uint64_t(draft->state_bytes_per_slot())};
-  return block_hash_seed(with_draft);
+  return with_activations(block_hash_seed(with_draft), *draft);
 }
 
 }  // namespace ds

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cache/prefix_cache_options.h"
+#include "core/activation_dtype.h"
 #include "core/kv_dtype.h"
 #include "spec/spec_options.h"
 
@@ -30,6 +31,8 @@ struct EngineConfig {
   int num_kv_blocks = 0;       // 0: derived from kv_pool_gb; tests set it directly
   // --kv-cache-dtype: the attention KV cache's element type, for the target and the draft alike.
   KvDtype kv_cache_dtype = KvDtype::F32;
+  // --activation-dtype: how activations meet bf16 weights, for the target and the draft alike.
+  ActivationDtype activation_dtype = ActivationDtype::F32;
   int profile_steps = 0;       // --profile-steps N: log the step profile's table every N steps (0: metrics only)
 
   // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, their spill folder.

@@ -60,6 +60,8 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   if (cfg_.spec.has_draft_model()) draft = Model::load_sharing_threads(cfg_.spec.draft_model, *model_);
   model_->set_kv_dtype(cfg_.kv_cache_dtype);
   if (draft) draft->set_kv_dtype(cfg_.kv_cache_dtype);
+  model_->set_activation_dtype(cfg_.activation_dtype);
+  if (draft) draft->set_activation_dtype(cfg_.activation_dtype);
   resolve_engine_config(&cfg_, *model_, draft.get());
   vocab_ = model_->config().vocab_size;
   const RuntimeLimits limits = runtime_limits(cfg_);

@@ -122,6 +122,30 @@ void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t 
     pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) { qkernel(xa, w, y, ldy, m, int(b), int(e), accumulate); });
     return;
   }
+  if (w.dtype == DType::BF16 && w.activations == ActivationDtype::BF16) {
+    // The activations as bf16 pairs first, into this thread's scratch (as above). Each row is
+    // rounded the same way whatever its batch, so a row's result does not depend on its step.
+    thread_local std::vector<uint32_t> scratch;
+    const size_t ldxb = size_t(w.k_pad / 2);
+    if (scratch.size() < size_t(m) * ldxb) scratch.resize(size_t(m) * ldxb);
+    uint32_t* xb = scratch.data();
+    auto* round_rows = isa == Isa::Avx512 ? &detail::round_rows_bf16_avx512 : &detail::round_rows_bf16_scalar;
+    if (parallel && m >= 16)
+      pool->parallel_for(size_t(m), 8, [&](size_t b, size_t e) {
+        round_rows(x + b * ldx, ldx, int(e - b), w.k, xb + b * ldxb, ldxb);
+      });
+    else
+      round_rows(x, ldx, m, w.k, xb, ldxb);
+    auto* dkernel = isa == Isa::Avx512 ? &detail::matmul_bf16dot_panels_avx512
+                    : isa == Isa::Avx2 ? &detail::matmul_bf16dot_panels_avx2
+                                       : &detail::matmul_bf16dot_panels_scalar;
+    if (!parallel) {
+      dkernel(xb, ldxb, w, y, ldy, m, 0, panels, accumulate);
+      return;
+    }
+    pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) { dkernel(xb, ldxb, w, y, ldy, m, int(b), int(e), accumulate); });
+    return;
+  }
   if (!parallel) {
     kernel(x, ldx, w, y, ldy, m, 0, panels, accumulate);
     return;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/activation_dtype.h"
 #include "core/dtype.h"
 #include "kernels/quant_activations.h"
 #include "kernels/quant_formats.h"
@@ -36,12 +37,18 @@ struct PackedWeight {
   // Set: this weight is these weights stacked along n (in order), each with its own format (a
   // stack whose parts were quantized differently, or quantized and kept); data is unused.
   std::vector<PackedWeight> parts;
+  // BF16 weights only: the type the activations are rounded to before their products
+  // (core/activation_dtype.h). Set it with set_activation_dtype(), which reaches a stack's parts.
+  ActivationDtype activations = ActivationDtype::F32;
 
   size_t bytes() const;
   bool empty() const { return n == 0; }
 };
 
 size_t quant_panel_block_bytes(QuantFormat f);
+
+// Sets how activations meet w (and every part of a stack); a no-op for F32 and quantized weights.
+void set_activation_dtype(PackedWeight& w, ActivationDtype a);
 
 // Packs a row-major [n, k] tensor of type src_dtype. F16 becomes F32 panels.
 PackedWeight pack_weight(const void* src, DType src_dtype, int n, int k);
@@ -56,7 +63,8 @@ PackedWeight pack_quantized_weight(QuantFormat f, const uint8_t* codes, const ui
 void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m,
             ThreadPool* pool, bool accumulate = false);
 
-// The plain reference: row-major unpacked weights, double accumulation.
+// The plain reference: row-major unpacked weights, double accumulation. For a weight served with
+// bf16 activations, give it the rounded activations (round_to_bf16_exact below).
 void matmul_reference(const float* x, size_t ldx, const void* w, DType dtype, int n, int k,
                       float* y, size_t ldy, int m);
 
@@ -78,6 +86,26 @@ void matmul_quant_panels_avx2(const QuantizedActivations& x, const PackedWeight&
                               int p0, int p1, bool accumulate);
 void matmul_quant_panels_scalar(const QuantizedActivations& x, const PackedWeight& w, float* y, size_t ldy, int m,
                                 int p0, int p1, bool accumulate);
+// BF16 weights with bf16 activations (PackedWeight::activations). The activations are first
+// rounded to bf16 the way vcvtne2ps2bf16 does it: to nearest even, a subnormal to a zero of its
+// sign, a NaN quieted. Each row becomes pairs of consecutive k in one uint32 (the even k in the
+// low half), k_pad / 2 of them; an odd k's last pair has 0 in its high half.
+void round_rows_bf16_scalar(const float* x, size_t ldx, int m, int k, uint32_t* out, size_t ldo);
+void round_rows_bf16_avx512(const float* x, size_t ldx, int m, int k, uint32_t* out, size_t ldo);
+// Then per pair, for each output: acc += x[2i+1] * w[2i+1], rounded to f32, then acc += x[2i] *
+// w[2i], rounded: the order of vdpbf16ps's own definition, which the AVX-512 kernel executes and
+// the others reproduce with FMAs (a bf16 x bf16 product is exact in f32, so an FMA of it rounds
+// only the sum). They are bit-identical to each other except where a weight, a product or a
+// partial sum is subnormal, which vdpbf16ps flushes to zero.
+void matmul_bf16dot_panels_avx512(const uint32_t* xb, size_t ldxb, const PackedWeight& w, float* y, size_t ldy,
+                                  int m, int p0, int p1, bool accumulate);
+void matmul_bf16dot_panels_avx2(const uint32_t* xb, size_t ldxb, const PackedWeight& w, float* y, size_t ldy,
+                                int m, int p0, int p1, bool accumulate);
+void matmul_bf16dot_panels_scalar(const uint32_t* xb, size_t ldxb, const PackedWeight& w, float* y, size_t ldy,
+                                  int m, int p0, int p1, bool accumulate);
+// One f32 rounded as round_rows_bf16_* rounds it, returned as the f32 it now equals.
+float round_to_bf16_exact(float x);
+
 // The unsigned byte an MXFP4 code stands for in those dot products (2 * E2M1 + 12), and each
 // format's offset (what the bytes exceed the format's integers by).
 extern const uint8_t kMxfp4Doubled[16];

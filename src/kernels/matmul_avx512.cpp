@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/matmul.h"
 #include "kernels/tile_store_avx512.h"
@@ -73,6 +74,42 @@ void tile_bf16(const float* x, size_t ldx, const PackedWeight& w, float* y, size
   store_tile<M, NV>(acc, y, ldy, p, w.n, accumulate);
 }
 
+// bf16 activations (pairs in one dword, broadcast to every lane) against bf16 weight panels: one
+// vdpbf16ps is 32 multiply-adds, where the f32 tile above spends two FMAs and two widening ops.
+template <int M, int NV>
+[[gnu::always_inline]] inline void tile_bf16dot(const uint32_t* xb, size_t ldxb, const PackedWeight& w, float* y,
+                                                size_t ldy, int p, bool accumulate) {
+  __m512 acc[M][NV];
+  for (int r = 0; r < M; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  const int pairs = w.k_pad / 2;
+  const uint16_t* base = static_cast<const uint16_t*>(w.data.get()) + size_t(p) * size_t(pairs) * 32;
+  const size_t panel_stride = size_t(pairs) * 32;
+  for (int c = 0; c < pairs; ++c) {
+    __m512bh b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_load_si512(base + v * panel_stride + size_t(c) * 32);
+    for (int r = 0; r < M; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(int(xb[size_t(r) * ldxb + size_t(c)]));
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+    }
+  }
+  store_tile<M, NV>(acc, y, ldy, p, w.n, accumulate);
+}
+
+template <int M>
+void rows_panels_bf16dot(const uint32_t* xb, size_t ldxb, const PackedWeight& w, float* y, size_t ldy, int p0, int p1,
+                         bool accumulate) {
+  // 8 x 3 accumulators + 3 weight vectors + a broadcast fit the 32 registers.
+  constexpr int NV = M <= 4 ? 4 : 3;
+  int p = p0;
+  for (; p + NV <= p1; p += NV) tile_bf16dot<M, NV>(xb, ldxb, w, y, ldy, p, accumulate);
+  for (; p < p1; ++p) tile_bf16dot<M, 1>(xb, ldxb, w, y, ldy, p, accumulate);
+}
+
+constexpr RowsFnOf<uint32_t> kRowsBf16dot[9] = {
+    nullptr, rows_panels_bf16dot<1>, rows_panels_bf16dot<2>, rows_panels_bf16dot<3>, rows_panels_bf16dot<4>,
+    rows_panels_bf16dot<5>, rows_panels_bf16dot<6>, rows_panels_bf16dot<7>, rows_panels_bf16dot<8>};
+
 template <int M>
 void rows_panels(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int p0,
                  int p1, bool accumulate) {
@@ -98,6 +135,37 @@ constexpr RowsFn kRows[9] = {nullptr,         rows_panels<1>, rows_panels<2>, ro
 void matmul_panels_avx512(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m, int p0,
                           int p1, bool accumulate) {
   walk_row_tiles(kRows, x, ldx, w, y, ldy, m, p0, p1, accumulate);
+}
+
+void matmul_bf16dot_panels_avx512(const uint32_t* xb, size_t ldxb, const PackedWeight& w, float* y, size_t ldy,
+                                  int m, int p0, int p1, bool accumulate) {
+  walk_row_tiles(kRowsBf16dot, xb, ldxb, w, y, ldy, m, p0, p1, accumulate);
+}
+
+void round_rows_bf16_avx512(const float* x, size_t ldx, int m, int k, uint32_t* out, size_t ldo) {
+  // vcvtne2ps2bf16 rounds 32 floats to nearest even (subnormals to zero): its second operand
+  // fills the low halves, so pairs of consecutive k land in one dword, low half the even one.
+  const int pairs = (k + 1) / 2;
+  for (int r = 0; r < m; ++r) {
+    const float* xr = x + size_t(r) * ldx;
+    uint32_t* o = out + size_t(r) * ldo;
+    int c = 0;
+    for (; 2 * c + 32 <= k; c += 16) {
+      const __m512 a = _mm512_loadu_ps(xr + 2 * c), b = _mm512_loadu_ps(xr + 2 * c + 16);
+      // One bf16 vector of k = 2c .. 2c+31 in order: b's 16 floats into the high half.
+      const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+      _mm512_storeu_si512(o + c, v);
+    }
+    if (c < pairs) {
+      const int rest = k - 2 * c;  // 1..31 floats left
+      const __mmask16 ma = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
+      const __mmask16 mb = rest > 16 ? __mmask16((1u << (rest - 16)) - 1) : __mmask16(0);
+      const __m512 a = _mm512_maskz_loadu_ps(ma, xr + 2 * c), b = _mm512_maskz_loadu_ps(mb, xr + 2 * c + 16);
+      const __m512i v = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+      const int left = pairs - c;
+      _mm512_mask_storeu_epi32(o + c, __mmask16((1u << left) - 1), v);
+    }
+  }
 }
 
 }  // namespace ds::detail

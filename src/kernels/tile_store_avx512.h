@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "kernels/matmul.h"
 
@@ -28,12 +29,18 @@ inline void store_tile(__m512 (&acc)[M][NV], float* y, size_t ldy, int p, int n,
 
 // rows_fn[r] computes r rows (1..8) over panels [pg, pe). Rows are taken in blocks whose
 // activations stay in L2 while this thread's panels stream past them; within a block, panel
-// groups are outermost so a group stays in L1/L2 across the 8-row tiles.
-using RowsFn = void (*)(const float*, size_t, const PackedWeight&, float*, size_t, int, int, bool);
+// groups are outermost so a group stays in L1/L2 across the 8-row tiles. X is the activations'
+// element (f32, or bf16 pairs as uint32); a row of x is ldx of them.
+template <typename X>
+using RowsFnOf = void (*)(const X*, size_t, const PackedWeight&, float*, size_t, int, int, bool);
+using RowsFn = RowsFnOf<float>;
 
-inline void walk_row_tiles(const RowsFn (&rows_fn)[9], const float* x, size_t ldx, const PackedWeight& w, float* y,
+template <typename X>
+inline void walk_row_tiles(const RowsFnOf<X> (&rows_fn)[9], const X* x, size_t ldx, const PackedWeight& w, float* y,
                            size_t ldy, int m, int p0, int p1, bool accumulate) {
-  const int row_block = std::max(8, int((256 * 1024) / (size_t(w.k) * 4)) / 8 * 8);
+  // One x element holds one k (f32) or two (bf16 pairs).
+  const size_t row_bytes = std::max<size_t>(1, size_t(w.k) * (std::is_same_v<X, float> ? 4 : 2));
+  const int row_block = std::max(8, int((256 * 1024) / row_bytes) / 8 * 8);
   for (int rb = 0; rb < m; rb += row_block) {
     const int re = std::min(m, rb + row_block);
     const int group = 8;

@@ -16,6 +16,10 @@ class DenseFfn {
   void forward(const StepContext& ctx, const float* h, float* x, int rows) const;
   size_t temp_floats(int n) const { return size_t(n) * size_t(3 * inter_); }
   size_t weight_bytes() const { return gate_up_.bytes() + down_.bytes(); }
+  void set_activation_dtype(ActivationDtype a) {
+    ds::set_activation_dtype(gate_up_, a);
+    ds::set_activation_dtype(down_, a);
+  }
 
  private:
   int hidden_, inter_;

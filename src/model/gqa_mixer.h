@@ -25,6 +25,10 @@ class GqaMixer {
   size_t temp_floats(int n) const;
   size_t weight_bytes() const;
   size_t scratch_floats(int max_ctx) const;
+  void set_activation_dtype(ActivationDtype a) {
+    ds::set_activation_dtype(qkv_, a);
+    ds::set_activation_dtype(o_proj_, a);
+  }
 
  private:
   int nh_, nkv_, hd_, hidden_;

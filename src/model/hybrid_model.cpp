@@ -47,6 +47,8 @@ class HybridModel final : public Model {
   size_t kv_bytes_per_block(int block_size) const override { return kv_bytes_per_token_ * size_t(block_size); }
   void set_kv_dtype(KvDtype t) override;
   KvDtype kv_dtype() const override { return kv_dtype_; }
+  void set_activation_dtype(ActivationDtype a) override;
+  ActivationDtype activation_dtype() const override { return activation_dtype_; }
   size_t state_bytes_per_slot() const override { return state_floats_per_slot_ * 4; }
   size_t weights_bytes() const override { return weights_bytes_; }
   uint64_t weights_fingerprint() const override { return fingerprint_; }
@@ -77,6 +79,7 @@ class HybridModel final : public Model {
   std::vector<float> final_norm_;
   PackedWeight lm_head_;
   KvDtype kv_dtype_ = KvDtype::F32;
+  ActivationDtype activation_dtype_ = ActivationDtype::F32;
   size_t kv_bytes_per_token_ = 0, state_floats_per_slot_ = 0, replay_floats_per_token_ = 0;
   size_t weights_bytes_ = 0, decode_weight_bytes_ = 0;
   uint64_t fingerprint_ = 0;
@@ -180,6 +183,18 @@ void HybridModel::set_kv_dtype(KvDtype t) {
     L.kv_offset = kv_bytes_per_token_;
     kv_bytes_per_token_ += L.mla ? L.mla->kv_row_bytes(t) : L.gqa->kv_row_bytes(t);
   }
+}
+
+void HybridModel::set_activation_dtype(ActivationDtype a) {
+  activation_dtype_ = a;
+  for (Layer& L : layers_) {
+    if (L.kda) L.kda->set_activation_dtype(a);
+    if (L.mla) L.mla->set_activation_dtype(a);
+    if (L.gqa) L.gqa->set_activation_dtype(a);
+    if (L.dense) L.dense->set_activation_dtype(a);
+    if (L.moe) L.moe->set_activation_dtype(a);
+  }
+  ds::set_activation_dtype(lm_head_, a);
 }
 
 void HybridModel::allocate(const RuntimeLimits& limits) {

@@ -41,6 +41,9 @@ class KdaMixer {
   size_t scratch_floats() const;
   size_t temp_floats(int n) const;
   size_t weight_bytes() const;
+  void set_activation_dtype(ActivationDtype a) {
+    for (PackedWeight* w : {&in_proj_, &f_b_, &g_b_, &o_proj_}) ds::set_activation_dtype(*w, a);
+  }
 
  private:
   int H_, D_, K_, hidden_;

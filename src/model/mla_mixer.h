@@ -25,6 +25,11 @@ class MlaMixer {
   size_t weight_bytes() const;
   // Per-thread scratch for attention over up to max_ctx tokens.
   size_t scratch_floats(int max_ctx) const;
+  void set_activation_dtype(ActivationDtype a) {
+    for (PackedWeight* w : {&q_proj_, &kv_a_, &o_proj_}) ds::set_activation_dtype(*w, a);
+    for (PackedWeight& w : k_absorb_) ds::set_activation_dtype(w, a);
+    for (PackedWeight& w : v_up_) ds::set_activation_dtype(w, a);
+  }
 
  private:
   int nh_, nope_, R_, L_, V_, hidden_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/cache_memory.h"
+#include "core/activation_dtype.h"
 #include "core/kv_dtype.h"
 #include "model/config.h"
 #include "model/forward_profile.h"
@@ -85,6 +86,11 @@ class Model : public CacheMemory {
   // kv_bytes_per_block and the pool.
   virtual void set_kv_dtype(KvDtype t) = 0;
   virtual KvDtype kv_dtype() const = 0;
+
+  // How activations meet the bf16 weights (core/activation_dtype.h; f32 until set). Any time
+  // between steps; F32 and quantized weights are unaffected.
+  virtual void set_activation_dtype(ActivationDtype a) = 0;
+  virtual ActivationDtype activation_dtype() const = 0;
 
   // Allocates KV pool, state slots and activation arena. Call once before forward().
   virtual void allocate(const RuntimeLimits& limits) = 0;

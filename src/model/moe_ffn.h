@@ -20,6 +20,12 @@ class MoeFfn {
   size_t temp_floats(int n) const;
   size_t weight_bytes() const;
   size_t decode_weight_bytes() const;  // shared experts + router + top-k's share of the routed
+  void set_activation_dtype(ActivationDtype a) {
+    ds::set_activation_dtype(router_, a);
+    for (PackedWeight& w : w13_) ds::set_activation_dtype(w, a);
+    for (PackedWeight& w : w2_) ds::set_activation_dtype(w, a);
+    for (DenseFfn& f : shared_) f.set_activation_dtype(a);
+  }
 
  private:
   MoeConfig m_;

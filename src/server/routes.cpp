@@ -72,6 +72,7 @@ json model_card(const ServerContext& ctx, const std::string& name, int64_t creat
           {"vocab_size", ctx.engine.vocab_size()},
           {"kernel_isa", isa_name(active_isa())},
           {"kv_cache_dtype", kv_dtype_name(ctx.engine.config().kv_cache_dtype)},
+          {"activation_dtype", activation_dtype_name(ctx.engine.config().activation_dtype)},
           {"build", {{"revision", build_info().revision}, {"compiler", build_info().compiler}}},
           {"prefix_caching", prefix_caching_card(ctx.engine.config())},
           {"speculative_decoding", speculative_card(ctx.engine.config())}};

@@ -7,6 +7,8 @@
 #include "bench/prefix_model.h"
 #include "bench/prompt_tokens.h"
 #include "bench/synthetic.h"
+#include "bench/workload_source.h"
+#include "core/error.h"
 #include "bench/trace_mooncake.h"
 
 namespace ds::bench {
@@ -151,6 +153,33 @@ TEST(Synthetic, LayeredPrefixesAndGrowingHistory) {
   size_t spawns = 0;
   for (const Session& s : generate_agentic_code(c).sessions) spawns += s.spawns.size();
   EXPECT_GT(spawns, 0u);
+}
+
+TEST(Synthetic, FixedRequestsAreExactAndShareNoBlock) {
+  SyntheticConfig c;
+  c.sessions = 20;
+  c.block_size = 64;
+  c.fixed_input_tokens = 130;
+  c.fixed_output_tokens = 7;
+  const Workload w = generate_fixed(c);
+  ASSERT_EQ(w.sessions.size(), 20u);
+  EXPECT_TRUE(shared_hash_ids(w).empty()) << "a fixed request shares a block with another";
+  for (const Session& s : w.sessions) {
+    ASSERT_EQ(s.requests.size(), 1u);
+    EXPECT_TRUE(s.spawns.empty());
+    EXPECT_EQ(s.requests[0].input_tokens, 130);
+    EXPECT_EQ(s.requests[0].output_tokens, 7);
+    EXPECT_EQ(s.requests[0].hash_ids.size(), 3u);  // two full blocks and a partial one
+    EXPECT_EQ(s.requests[0].delay_s, 0.0);
+  }
+  c.fixed_output_tokens = 0;
+  EXPECT_THROW(generate_fixed(c), Error);
+  WorkloadSpec spec;
+  spec.synthetic = "fixed";
+  spec.synthetic_cfg.sessions = 3;
+  EXPECT_EQ(make_workload(spec).format, "synthetic:fixed");
+  spec.synthetic = "nope";
+  EXPECT_THROW(make_workload(spec), Error);
 }
 
 }  // namespace

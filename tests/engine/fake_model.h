@@ -101,6 +101,8 @@ class FakeModel : public Model {
   // The fake's blocks hold hashes whatever the dtype; it only remembers what it was given.
   void set_kv_dtype(KvDtype t) override { kv_dtype_ = t; }
   KvDtype kv_dtype() const override { return kv_dtype_; }
+  void set_activation_dtype(ActivationDtype a) override { activation_dtype_ = a; }
+  ActivationDtype activation_dtype() const override { return activation_dtype_; }
   size_t state_bytes_per_slot() const override { return sizeof(uint64_t) * 2; }
   size_t weights_bytes() const override { return 0; }
   uint64_t weights_fingerprint() const override { return fingerprint; }
@@ -198,6 +200,7 @@ class FakeModel : public Model {
 
  private:
   KvDtype kv_dtype_ = KvDtype::F32;
+  ActivationDtype activation_dtype_ = ActivationDtype::F32;
   void check(bool ok, const std::string& what) {
     if (!ok && violations.fetch_add(1) == 0) first_violation = what;
   }

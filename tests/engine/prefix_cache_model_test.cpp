@@ -76,9 +76,12 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
-void compare_conversation(const std::string& dir, bool decode_snapshots, KvDtype kv = KvDtype::F32) {
+void compare_conversation(const std::string& dir, bool decode_snapshots, KvDtype kv = KvDtype::F32,
+                          ActivationDtype act = ActivationDtype::F32) {
   ASSERT_TRUE(std::filesystem::exists(dir + "/config.json")) << dir;
-  Conversation on(dir, true, decode_snapshots, kv), off(dir, false, decode_snapshots, kv);
+  EngineConfig con = Conversation::config(true, decode_snapshots, kv), coff = Conversation::config(false, decode_snapshots, kv);
+  con.activation_dtype = coff.activation_dtype = act;
+  Conversation on(dir, con), off(dir, coff);
   const int V = on.vocab();
   std::vector<int32_t> history = make_prompt(230, 1, V);
   int cached = 0;
@@ -120,6 +123,24 @@ TEST(PrefixCacheModel, TinyHybridFp8KvBitIdenticalFromPrefillSnapshots) { compar
 TEST(PrefixCacheModel, TinyLlamaFp8KvBitIdenticalFromCachedBlocks) { compare_conversation(kTinyLlama, false, KvDtype::Fp8E4M3); }
 TEST(PrefixCacheModel, TinyLlamaBf16KvBitIdenticalFromCachedBlocks) { compare_conversation(kTinyLlama, false, KvDtype::BF16); }
 TEST(PrefixCacheModel, DeltacoderFp8KvBitIdenticalFromPrefillSnapshots) { compare_conversation(kDeltacoder, false, KvDtype::Fp8E4M3); }
+
+// bf16 activations (deltacoder's weights are bf16): each row is rounded on its own, so cached
+// blocks and snapshots still hold exactly what recomputing writes.
+TEST(PrefixCacheModel, DeltacoderBf16ActivationsBitIdenticalFromPrefillSnapshots) {
+  compare_conversation(kDeltacoder, false, KvDtype::F32, ActivationDtype::BF16);
+}
+
+// The activation dtype is part of the chain seed (bf16 activations compute other rows from the
+// same tokens), and f32's seed is what it was before the option existed.
+TEST(PrefixCacheModel, ActivationDtypeIsPartOfTheChainSeed) {
+  auto m = Model::load(kDeltacoder, 1);
+  const uint64_t f32 = cache_chain_seed(*m, 64);
+  m->set_activation_dtype(ActivationDtype::BF16);
+  const uint64_t bf16 = cache_chain_seed(*m, 64);
+  EXPECT_NE(f32, bf16);
+  m->set_activation_dtype(ActivationDtype::F32);
+  EXPECT_EQ(cache_chain_seed(*m, 64), f32);
+}
 
 // Flips one payload byte of the disk-tier entry for (kind, hash): its checksum then fails.
 void damage_entry(const std::string& dir, char kind, uint64_t hash) {

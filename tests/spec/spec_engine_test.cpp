@@ -255,6 +255,29 @@ TEST(SpecEngine, GreedyBitIdenticalWithAQuantizedKvCache) {
   }
 }
 
+TEST(SpecEngine, GreedyBitIdenticalWithBf16Activations) {
+  // --activation-dtype bf16 rounds each row's activations on their own, so a verify step's K+1
+  // rows compute what K+1 decode steps would: speculation stays bit-identical, target and draft
+  // both on bf16 weights meeting bf16 activations.
+  const Workload w = mixed_workload(512);
+  const std::string llama_bf16 = preset_model("tiny-llama", 512, 9, DType::BF16);
+  for (const std::string& target : {hybrid_twin(), llama_bf16}) {
+    EngineConfig base = base_config();
+    base.activation_dtype = ActivationDtype::BF16;
+    const Outcome plain = run(target, base, w);
+    for (int k : {3, 7}) {
+      for (const char* rollback : {"lanes", "replay"}) {
+        SCOPED_TRACE(target + " K " + std::to_string(k) + " " + rollback);
+        EngineConfig c = base;
+        c.spec = spec_of(target == llama_bf16 ? hybrid_twin() : llama_bf16, k, rollback);
+        const Outcome o = run(target, c, w);
+        EXPECT_EQ(o.tokens, plain.tokens);
+        EXPECT_GT(o.drafted, 0);
+      }
+    }
+  }
+}
+
 TEST(SpecEngine, SeededSamplingRepeatsWhateverTheBatch) {
   // A seeded request draws from its own stream (draft proposals, acceptance tests, residuals):
   // the same tokens alone and beside others.
