@@ -10,8 +10,10 @@
 //      speedup, and measured / ideal.
 //   3. lanes vs replay at K 3 and 7, concurrency 1: rollback bytes per sequence and tok/s.
 // Run:
-//   build/bench/spec/spec_bench TARGET_DIR DRAFT_DIR [concurrencies=1,4,16,64] [new_tokens=256]
-//   [prompt=64] [threads=0]
+//   [DS_BENCH_ACTIVATION_DTYPE=f32|bf16] build/bench/spec/spec_bench TARGET_DIR DRAFT_DIR
+//   [concurrencies=1,4,16,64] [new_tokens=256] [prompt=64] [threads=0]
+// DS_BENCH_ACTIVATION_DTYPE: how activations meet bf16 weights, target and draft alike (serve
+// --activation-dtype); every figure of a run uses it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +31,11 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+ActivationDtype bench_activation_dtype() {
+  const char* e = std::getenv("DS_BENCH_ACTIVATION_DTYPE");
+  return e ? parse_activation_dtype(e).value_or(ActivationDtype::F32) : ActivationDtype::F32;
+}
+
 double seconds_since(SteadyClock::time_point t) { return std::chrono::duration<double>(SteadyClock::now() - t).count(); }
 
 struct StepRig {
@@ -38,6 +45,7 @@ struct StepRig {
 
   StepRig(const std::string& dir, int seqs, int prompt_len, int positions, int threads, const Model* share = nullptr) {
     model = share ? Model::load_sharing_threads(dir, *share) : Model::load(dir, threads);
+    model->set_activation_dtype(bench_activation_dtype());
     vocab = model->config().vocab_size;
     prompt = prompt_len;
     const int blocks_per_seq = (prompt_len + positions) / 64 + 2;
@@ -116,6 +124,7 @@ Run engine_run(const std::string& target, const SpecOptions& spec, int c, int pr
   ec.max_model_len = prompt + new_tokens + 8;
   ec.threads = threads;
   ec.prefix.enabled = false;
+  ec.activation_dtype = bench_activation_dtype();
   ec.spec = spec;
   Engine engine(Model::load(target, threads), ec);
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -186,7 +195,8 @@ int main_impl(int argc, char** argv) {
   struct Point { int k; double al; };
   const Point points[] = {{7, 3.84}, {3, 3.00}};
 
-  std::printf("target %s\ndraft  %s\n", target.c_str(), draft.c_str());
+  std::printf("target %s\ndraft  %s\nactivation dtype %s\n", target.c_str(), draft.c_str(),
+              std::string(activation_dtype_name(bench_activation_dtype())).c_str());
   {
     auto t = Model::load(target, threads);
     auto d = Model::load(draft, threads);

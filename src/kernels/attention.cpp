@@ -170,13 +170,21 @@ int attention_prefill_tile(int nq) { return std::max(1, kMaxTileRows / nq); }
 size_t attention_prefill_scratch_floats(int nq, int dk, int dv) {
   (void)nq;
   // + a key row and a block of value rows converted to f32 (caches of other types)
-  return size_t(dk) * kKeyBlock + size_t(kMaxTileRows) * (kKeyBlock + size_t(dv) + 2) + size_t(dk) +
-         size_t(kKeyBlock) * size_t(dv) + 64;
+  const size_t plain = size_t(dk) * kKeyBlock + size_t(kMaxTileRows) * (kKeyBlock + size_t(dv) + 2) + size_t(dk) +
+                       size_t(kKeyBlock) * size_t(dv) + 64;
+  // The AVX-512 kernel: transposed queries, scores, outputs, 3 values per row, a block of keys
+  // and of values as f32.
+  const size_t avx512 = size_t(dk) * kMaxTileRows + size_t(kKeyBlock) * kMaxTileRows + size_t(kMaxTileRows) * size_t(dv) +
+                        3 * size_t(kMaxTileRows) + size_t(kKeyBlock) * (size_t(dk) + size_t(dv)) + 64;
+  return std::max(plain, avx512);
 }
 
 DS_MULTIVERSION void attention_prefill(const float* q, size_t q_stride, int t0, int t1, int start, int nq,
                                        int dk, int dv, float scale, const PagedKv& kv, float* out,
                                        size_t o_stride, float* scratch) {
+  static const bool avx512 = active_isa() == Isa::Avx512;
+  if (avx512 && nq <= kMaxTileRows)
+    return detail::attention_prefill_avx512(q, q_stride, t0, t1, start, nq, dk, dv, scale, kv, out, o_stride, scratch);
   const int tile = attention_prefill_tile(nq);
   float* KT = scratch;                                   // [dk][64] keys of one block, transposed
   float* S = KT + size_t(dk) * kKeyBlock;                // [rows][64] scores, then probabilities

@@ -1,4 +1,5 @@
-// ISA-specific inner loops of decode attention, picked at run time by attention_partition.
+// ISA-specific inner loops of decode attention, picked at run time by attention_partition, and
+// the AVX-512 prefill kernel, picked by attention_prefill.
 #pragma once
 #include "kernels/attention.h"
 
@@ -19,5 +20,10 @@ void attention_scores_avx512(const float* q, int nq, int dk, float scale, const 
 void attention_softmax_avx512(float* scores, int nq, int n, float* lse);
 // o_part[h * dv + d] = sum_t probs[h * kAttnPartition + t] * value(t0 + t)[d] (overwrites).
 void attention_pv_avx512(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part);
+
+// attention_prefill for nq <= 64 (attention_prefill_avx512.cpp says how); scratch as
+// attention_prefill_scratch_floats gives it.
+void attention_prefill_avx512(const float* q, size_t q_stride, int t0, int t1, int start, int nq, int dk, int dv,
+                              float scale, const PagedKv& kv, float* out, size_t o_stride, float* scratch);
 
 }  // namespace ds::detail

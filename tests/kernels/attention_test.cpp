@@ -90,6 +90,32 @@ TEST(Attention, PrefillTilesMatchPerQueryReference) {
   }
 }
 
+TEST(Attention, PrefillQueryIsBitIdenticalWhateverItsTile) {
+  // The prefix cache's exactness rests on this: a query's output depends only on it and the
+  // keys before it, not on which queries share its tile or call (a chunk boundary elsewhere).
+  for (auto [start, T, nq] : {std::tuple{0, 70, 3}, {37, 100, 12}, {64, 20, 5}, {0, 17, 1}}) {
+    const int dk = 40, dv = 24, bs = 64, row = 72;
+    const int n_ctx = start + T, blocks = (n_ctx + bs - 1) / bs;
+    std::vector<int32_t> table(static_cast<size_t>(blocks));
+    for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
+    std::mt19937 rng(start + 7 * T);
+    std::normal_distribution<float> nd;
+    std::vector<float> pool(size_t(blocks) * bs * row);
+    for (auto& x : pool) x = nd(rng);
+    PagedKv kv = PagedKv::f32(pool.data(), pool.data() + dk, size_t(bs) * row, size_t(row), bs, table.data());
+    const size_t q_stride = size_t(nq) * dk, o_stride = size_t(nq) * dv;
+    std::vector<float> q(size_t(T) * q_stride);
+    for (auto& x : q) x = nd(rng);
+    std::vector<float> all(size_t(T) * o_stride), one(size_t(T) * o_stride);
+    std::vector<float> scratch(attention_prefill_scratch_floats(nq, dk, dv));
+    attention_prefill(q.data(), q_stride, 0, T, start, nq, dk, dv, 0.2f, kv, all.data(), o_stride, scratch.data());
+    for (int t = 0; t < T; ++t)
+      attention_prefill(q.data(), q_stride, t, t + 1, start, nq, dk, dv, 0.2f, kv, one.data(), o_stride, scratch.data());
+    for (size_t i = 0; i < all.size(); ++i)
+      ASSERT_EQ(all[i], one[i]) << "start=" << start << " T=" << T << " nq=" << nq << " token " << i / o_stride;
+  }
+}
+
 }  // namespace
 }  // namespace ds
 
