@@ -44,6 +44,27 @@ void BM_Matmul(benchmark::State& st) {
 }
 BENCHMARK(BM_Matmul)->ArgsProduct({{1, 2, 4, 8, 16, 32, 64}, {0, 1, 2}, {1, 2}})->UseRealTime();
 
+// The same with a bf16 weight four times the L3 (16384 x 4096, 128 MiB), so every call streams it
+// from memory, as a decode or verify step does: whether the FMAs of m rows hide behind the read.
+// Args: rows m; 0 f32 activations, 1 bf16 activations; threads.
+void BM_MatmulStream(benchmark::State& st) {
+  const int m = int(st.range(0)), n = 16384, k = 4096;
+  ThreadPool pool(int(st.range(2)));
+  std::vector<uint16_t> wb(size_t(n) * k);
+  for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(float(int(i % 251) - 125) * 1e-3f);
+  PackedWeight pw = pack_weight(wb.data(), DType::BF16, n, k);
+  if (st.range(1) == 1) set_activation_dtype(pw, ActivationDtype::BF16);
+  auto x = randn(size_t(m) * k, 2);
+  std::vector<float> y(size_t(m) * n);
+  for (auto _ : st) {
+    matmul(x.data(), k, pw, y.data(), n, m, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["weight_GB/s"] = benchmark::Counter(double(pw.bytes()), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_MatmulStream)->ArgsProduct({{1, 4, 8, 16}, {0, 1}, {2}})->UseRealTime();
+
 // Decode attention of 12 heads over an MLA-style latent cache (row 288, value 256): context length.
 void BM_DecodeAttention(benchmark::State& st) {
   const int ctx = int(st.range(0)), nq = 12, dk = 288, dv = 256, bs = 64;
