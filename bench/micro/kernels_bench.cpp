@@ -2,7 +2,12 @@
 // build/bench/micro/micro_bench and compare bytes/s to the machine's read bandwidth.
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -130,6 +135,59 @@ void BM_DecodeAttentionGqaHead(benchmark::State& st) {
   st.counters["tokens/s"] = benchmark::Counter(double(ctx), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_DecodeAttentionGqaHead)->ArgsProduct({{512, 8192}, {0, 1}, {0, 1, 2}})->UseRealTime();
+
+// A served decode step's GQA attention: `seqs` sequences of `ctx` tokens, bench-100m-dense's 4 KV
+// heads of 64 (3 query heads each), head-major blocks scattered over a pool much larger than the
+// L3, all (sequence, head) items split over 2 threads as the mixer does: what decode attention
+// costs at concurrency, against the KV bytes it must read. Args: seqs, ctx, dtype (0 f32, 1 bf16),
+// huge pages (0: 4 KiB pages, 1: madvise(MADV_HUGEPAGE)).
+void BM_DecodeAttentionServed(benchmark::State& st) {
+  const int seqs = int(st.range(0)), ctx = int(st.range(1)), nq = 3, hd = 64, heads = 4, bs = 64;
+  const KvDtype dt = st.range(2) == 0 ? KvDtype::F32 : KvDtype::BF16;
+  const size_t es = kv_elem_bytes(dt), head_row = size_t(2 * hd) * es;
+  const int per_seq = (ctx + bs - 1) / bs, blocks = seqs * per_seq;
+  const size_t block_bytes = size_t(bs) * heads * head_row;
+  // Like the model's pool: 2 MiB-aligned and offered transparent huge pages when arg 3 is 1.
+  const size_t pool_bytes = (size_t(blocks) * block_bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+  std::unique_ptr<std::byte, void (*)(void*)> mem(static_cast<std::byte*>(std::aligned_alloc(2u << 20, pool_bytes)), std::free);
+  if (st.range(3)) madvise(mem.get(), pool_bytes, MADV_HUGEPAGE);
+  std::span<std::byte> pool(mem.get(), pool_bytes);
+  auto vals = randn(size_t(bs) * heads * 2 * hd, 5);
+  for (int b = 0; b < blocks; ++b)
+    for (int r = 0; r < bs * heads; ++r) {
+      std::byte* row = pool.data() + size_t(b) * block_bytes + size_t(r) * head_row;
+      kv_store_row(dt, vals.data() + size_t(r) * 2 * hd, hd, row, nullptr);
+      kv_store_row(dt, vals.data() + size_t(r) * 2 * hd + hd, hd, row + hd * es, nullptr);
+    }
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int b = 0; b < blocks; ++b) table[size_t(b)] = int32_t((size_t(b) * 7919) % size_t(blocks));  // scattered
+  auto q = randn(size_t(seqs) * heads * nq * hd, 6);
+  std::vector<float> out(q.size());
+  ThreadPool pool2(2);
+  std::vector<std::vector<float>> scratch(2, std::vector<float>(attention_scratch_floats(nq, hd, ctx)));
+  for (auto _ : st) {
+    pool2.run([&](int thread, int nt) {
+      const size_t n = size_t(seqs) * heads, b = n * size_t(thread) / size_t(nt), e = n * size_t(thread + 1) / size_t(nt);
+      for (size_t i = b; i < e; ++i) {
+        const int s = int(i / heads), g = int(i % heads);
+        PagedKv kv;
+        kv.k = pool.data() + size_t(g) * bs * head_row;
+        kv.v = kv.k + hd * es;
+        kv.block_stride = block_bytes;
+        kv.token_stride = head_row;
+        kv.block_size = bs;
+        kv.block_table = table.data() + size_t(s) * per_seq;
+        kv.dtype = dt;
+        attention_decode(q.data() + i * nq * hd, nq, hd, hd, 0.125f, kv, ctx, out.data() + i * nq * hd,
+                         scratch[size_t(thread)].data());
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["kv_GB/s"] = benchmark::Counter(double(seqs) * heads * ctx * double(head_row),
+                                              benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_DecodeAttentionServed)->ArgsProduct({{4, 16, 64}, {640}, {0, 1}, {0, 1}})->UseRealTime();
 
 KdaHeadIo head_io(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                   const std::vector<float>& g, const std::vector<float>& b, std::vector<float>& o, int d) {

@@ -1,21 +1,22 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 
 namespace ds {
 
 namespace {
+// Packed weights are what decode streams: large ones go on huge pages (core/huge_pages.h).
 std::shared_ptr<void> aligned_buffer(size_t bytes) {
-  size_t rounded = (bytes + 63) & ~size_t(63);
-  void* p = std::aligned_alloc(64, rounded ? rounded : 64);
-  DS_CHECK(p, "pack_weight: cannot allocate " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, rounded ? rounded : 64);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  LargeBuffer b = allocate_large(bytes);
+  std::memset(b.get(), 0, std::max<size_t>(bytes, 1));
+  return std::shared_ptr<void>(b.release(), [](void* q) { std::free(q); });
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_activations.h"
@@ -64,10 +65,9 @@ PackedWeight pack_quantized_weight(QuantFormat f, const uint8_t* codes, const ui
   w.n_pad = (n + 15) / 16 * 16;
   w.k_pad = k;
   const size_t bytes = w.bytes();
-  void* p = std::aligned_alloc(64, (bytes + 63) & ~size_t(63));
-  DS_CHECK(p, "pack_quantized_weight: cannot allocate " + std::to_string(bytes) + " bytes");
+  void* p = allocate_large(bytes).release();  // huge pages from 2 MiB up: decode streams it
   // Padded columns: zero scales, so whatever their codes they add nothing.
-  std::memset(p, 0, (bytes + 63) & ~size_t(63));
+  std::memset(p, 0, std::max<size_t>(bytes, 1));
   w.data = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   auto* dst = static_cast<uint8_t*>(p);
   const int blocks = k / kQuantBlock;

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "kernels/elementwise.h"
 #include "model/dense_ffn.h"
 #include "model/gqa_mixer.h"
@@ -89,7 +90,7 @@ class HybridModel final : public Model {
   ForwardProfile profile_;
   // Not zeroed: a position is always written before it is read, and an untouched pool costs
   // no memory until blocks are used (the allocator maps large blocks lazily).
-  std::unique_ptr<std::byte[]> kv_pool_;
+  LargeBuffer kv_pool_;  // huge pages: decode attention streams it (core/huge_pages.h)
   std::vector<float> states_;
   // Speculative rollback: [max_seqs][spec_positions] states (lanes) or replay entries.
   std::vector<float> rollback_;
@@ -205,7 +206,7 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   DS_CHECK(limits.spec_positions >= 0 && limits.spec_positions <= 64, "speculative positions must be in [0, 64]");
   limits_ = limits;
   const int max_ctx = limits.num_kv_blocks * limits.block_size;
-  kv_pool_.reset(new std::byte[std::max<size_t>(1, kv_bytes_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks))]);
+  kv_pool_ = allocate_large(std::max<size_t>(1, kv_bytes_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks)));
   states_.assign(state_floats_per_slot_ * size_t(limits.max_seqs), 0.f);
   rollback_.assign(rollback_bytes_per_slot() / 4 * size_t(limits.max_seqs), 0.f);
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
