@@ -91,7 +91,10 @@ class HybridModel final : public Model {
   // Not zeroed: a position is always written before it is read, and an untouched pool costs
   // no memory until blocks are used (the allocator maps large blocks lazily).
   LargeBuffer kv_pool_;  // huge pages: decode attention streams it (core/huge_pages.h)
-  std::vector<float> states_;
+  // KDA states of every slot (f32), on huge pages: a decode step reads and writes each
+  // decoding sequence's (1.7 MB for bench-100m), scattered over the slots.
+  LargeBuffer states_mem_;
+  float* states_ = nullptr;
   // Speculative rollback: [max_seqs][spec_positions] states (lanes) or replay entries.
   std::vector<float> rollback_;
   Arena arena_;
@@ -207,7 +210,10 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   limits_ = limits;
   const int max_ctx = limits.num_kv_blocks * limits.block_size;
   kv_pool_ = allocate_large(std::max<size_t>(1, kv_bytes_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks)));
-  states_.assign(state_floats_per_slot_ * size_t(limits.max_seqs), 0.f);
+  const size_t state_bytes = state_floats_per_slot_ * size_t(limits.max_seqs) * sizeof(float);
+  states_mem_ = allocate_large(std::max<size_t>(state_bytes, 1));
+  states_ = reinterpret_cast<float*>(states_mem_.get());
+  std::memset(states_, 0, state_bytes);
   rollback_.assign(rollback_bytes_per_slot() / 4 * size_t(limits.max_seqs), 0.f);
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
   size_t scratch = 0;
@@ -290,7 +296,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
         rb.base = rollback_.data() + (lanes ? L.state_offset : L.replay_offset);
         rb.stride = lanes ? state_floats_per_slot_ : replay_floats_per_token_;
       }
-      L.kda->forward(ctx, h, x, states_.data() + L.state_offset, state_floats_per_slot_, rb);
+      L.kda->forward(ctx, h, x, states_ + L.state_offset, state_floats_per_slot_, rb);
     } else if (L.mla) {
       L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size, kv_dtype_);
     } else {
@@ -329,7 +335,7 @@ void HybridModel::commit_speculative(int slot, int keep) {
   DS_CHECK(keep >= 0 && keep <= limits_.spec_positions,
            "commit_speculative: keep " + std::to_string(keep) + " outside [0, " + std::to_string(limits_.spec_positions) + "]");
   if (keep == 0 || state_floats_per_slot_ == 0) return;
-  float* st = states_.data() + size_t(slot) * state_floats_per_slot_;
+  float* st = states_ + size_t(slot) * state_floats_per_slot_;
   const size_t positions = size_t(limits_.spec_positions);
   if (limits_.rollback == StateRollback::Lanes) {
     // The lane after the last accepted token is the committed state now.
@@ -351,13 +357,13 @@ void HybridModel::commit_speculative(int slot, int keep) {
 void HybridModel::save_state(int slot, void* dst) const {
   DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "save_state: bad slot " + std::to_string(slot));
   if (state_floats_per_slot_ == 0) return;  // no recurrent layers: nothing to copy (dst may be null)
-  std::memcpy(dst, states_.data() + size_t(slot) * state_floats_per_slot_, state_floats_per_slot_ * 4);
+  std::memcpy(dst, states_ + size_t(slot) * state_floats_per_slot_, state_floats_per_slot_ * 4);
 }
 
 void HybridModel::load_state(int slot, const void* src) {
   DS_CHECK(allocated_ && slot >= 0 && slot < limits_.max_seqs, "load_state: bad slot " + std::to_string(slot));
   if (state_floats_per_slot_ == 0) return;
-  std::memcpy(states_.data() + size_t(slot) * state_floats_per_slot_, src, state_floats_per_slot_ * 4);
+  std::memcpy(states_ + size_t(slot) * state_floats_per_slot_, src, state_floats_per_slot_ * 4);
 }
 
 // Block b of attention layer L: bytes [b * bs * row_L, (b + 1) * bs * row_L) of its region.
