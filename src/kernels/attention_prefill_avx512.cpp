@@ -22,6 +22,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_isa.h"
+#include "kernels/vec_math_avx512.h"
 
 namespace ds::detail {
 
@@ -29,27 +30,6 @@ namespace {
 
 constexpr int kKeys = 64;   // keys per block
 constexpr int kRows = 64;   // query rows per tile at most (4 vectors of 16)
-
-inline __mmask16 lanes_below(int n) {
-  return n <= 0 ? __mmask16(0) : n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u);
-}
-
-// exp_fast (kernels/fast_math.h) 16 lanes at a time, as the decode softmax computes it.
-inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
-  const __m512 magic = _mm512_set1_ps(12582912.f);
-  const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), magic), magic);
-  const __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x));
-  __m512 p = _mm512_set1_ps(1.f / 720.f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-}
 
 // S[j][16 v + lane] = scale * q_row . k_j for keys j0 .. j0 + NK - 1 and RV row vectors.
 template <int NK, int RV>
@@ -83,7 +63,7 @@ template <int R>
 [[gnu::always_inline]] inline void pv_rows(const float* P, const float* const* values, int nk, int dv, int r0, float* O) {
   for (int d0 = 0; d0 < dv; d0 += 64) {
     __mmask16 m[4];
-    for (int c = 0; c < 4; ++c) m[c] = lanes_below(dv - d0 - 16 * c);
+    for (int c = 0; c < 4; ++c) m[c] = tail_mask(dv - d0 - 16 * c);
     __m512 acc[R][4];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_maskz_loadu_ps(m[c], O + size_t(r0 + r) * size_t(dv) + size_t(d0 + 16 * c));
@@ -157,8 +137,8 @@ void attention_prefill_avx512(const float* q, size_t q_stride, int t0, int t1, i
       // Online softmax, 16 rows at a time. Key j is visible to a row at qpos >= k0 + j.
       for (int v = 0; v < RV; ++v) {
         const __m512i pos = _mm512_load_si512(qpos + 16 * v);
-        const __mmask16 live = _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(k0)) & lanes_below(rows - 16 * v);
-        const __m512 m_old = _mm512_maskz_loadu_ps(lanes_below(rows - 16 * v), M + 16 * v);
+        const __mmask16 live = _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(k0)) & tail_mask(rows - 16 * v);
+        const __m512 m_old = _mm512_maskz_loadu_ps(tail_mask(rows - 16 * v), M + 16 * v);
         __m512 mx = m_old;
         for (int j = 0; j < nk; ++j) {
           const __mmask16 vis = _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(k0 + j)) & live;
@@ -174,7 +154,7 @@ void attention_prefill_avx512(const float* q, size_t q_stride, int t0, int t1, i
           _mm512_storeu_ps(sj, p);
           sum = _mm512_add_ps(sum, p);
         }
-        const __mmask16 in = lanes_below(rows - 16 * v);
+        const __mmask16 in = tail_mask(rows - 16 * v);
         _mm512_mask_storeu_ps(M + 16 * v, in & live, mx);
         _mm512_mask_storeu_ps(L + 16 * v, in, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(in, L + 16 * v), corr, sum));
         _mm512_mask_storeu_ps(C + 16 * v, in, corr);
@@ -184,7 +164,7 @@ void attention_prefill_avx512(const float* q, size_t q_stride, int t0, int t1, i
         const __m512 c = _mm512_set1_ps(C[r]);
         float* orow = O + size_t(r) * size_t(dv);
         for (int d = 0; d < dv; d += 16) {
-          const __mmask16 m = lanes_below(dv - d);
+          const __mmask16 m = tail_mask(dv - d);
           _mm512_mask_storeu_ps(orow + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, orow + d), c));
         }
       }
@@ -197,7 +177,7 @@ void attention_prefill_avx512(const float* q, size_t q_stride, int t0, int t1, i
       float* dst = out + size_t(q0 + r / nq) * o_stride + size_t(r % nq) * size_t(dv);
       const float* orow = O + size_t(r) * size_t(dv);
       for (int d = 0; d < dv; d += 16) {
-        const __mmask16 m = lanes_below(dv - d);
+        const __mmask16 m = tail_mask(dv - d);
         _mm512_mask_storeu_ps(dst + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, orow + d), inv));
       }
     }

@@ -13,6 +13,7 @@
 namespace ds {
 namespace {
 
+using test::relative_rms;
 using test::Runner;
 
 const std::string kDeltacoder = std::string(DS_SOURCE_DIR) + "/models/deltacoder";
@@ -32,15 +33,6 @@ std::vector<float> run_sequence(const std::string& dir, ActivationDtype act, boo
     for (; i < 120; i += 40) add(r.run(0, std::vector<int32_t>(toks.begin() + i, toks.begin() + i + 40), i));
   for (; i < 150; ++i) add(r.run(0, {toks[size_t(i)]}, i));
   return all;
-}
-
-double relative_rms(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    n += double(b[i]) * b[i];
-  }
-  return std::sqrt(d / n);
 }
 
 TEST(ActivationDtype, Bf16ActivationsMoveLogitsByTheirRoundingOnly) {

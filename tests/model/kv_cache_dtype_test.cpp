@@ -13,6 +13,7 @@
 namespace ds {
 namespace {
 
+using test::relative_rms;
 using test::Runner;
 
 const std::string kTinyHybrid = std::string(DS_SOURCE_DIR) + "/tests/data/models/tiny-hybrid-f32";
@@ -47,16 +48,6 @@ std::vector<float> run_sequence(const std::string& dir, KvDtype kv, bool token_b
     all.insert(all.end(), l.begin(), l.end());
   }
   return all;
-}
-
-// rms(a - b) / rms(b)
-double relative_rms(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    n += double(b[i]) * b[i];
-  }
-  return std::sqrt(d / n);
 }
 
 class KvCacheDtype : public ::testing::TestWithParam<std::string> {};

@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -66,6 +67,16 @@ struct Runner {
     return logits;
   }
 };
+
+// rms(a - b) / rms(b): how far a run's logits moved from a reference run's.
+inline double relative_rms(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    n += double(b[i]) * b[i];
+  }
+  return std::sqrt(d / n);
+}
 
 inline int argmax(const float* v, int n) {
   int best = 0;
