@@ -187,7 +187,7 @@ void BM_DecodeAttentionServed(benchmark::State& st) {
   st.counters["kv_GB/s"] = benchmark::Counter(double(seqs) * heads * ctx * double(head_row),
                                               benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_DecodeAttentionServed)->ArgsProduct({{4, 16, 64}, {640}, {0, 1}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_DecodeAttentionServed)->ArgsProduct({{4, 16, 64, 256}, {640}, {0, 1}, {0, 1}})->UseRealTime();
 
 KdaHeadIo head_io(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                   const std::vector<float>& g, const std::vector<float>& b, std::vector<float>& o, int d) {

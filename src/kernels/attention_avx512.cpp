@@ -1,7 +1,8 @@
 // AVX-512 inner loops of decode attention (attention_partition), for each KV cache type: the
-// scores q.k for every head (tiles of 4 heads x 4 keys) and the weighted sum of values (blocks of 32 rows held in L1, up
-// to 6 heads per value load). Sums stay in registers; written with intrinsics because GCC
-// spills array accumulators.
+// scores q.k for every head (tiles of 4 heads x 4 keys, the four keys' sums folded together)
+// and the weighted sum of values (blocks of 32 rows held in L1, up to 6 heads per value load).
+// bf16 rows are read 32 values at a time as even and odd values. Sums stay in registers;
+// written with intrinsics because GCC spills array accumulators.
 // GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_* operands of masked
 // builtins, GCC PR 105593) wherever they are inlined; the warning is about the header, not us.
 #pragma GCC diagnostic push
@@ -66,41 +67,111 @@ template <KvDtype T>
   }
 }
 
-// H heads (consecutive, dk apart) against K key rows: H*K independent FMA chains; each key
-// vector is loaded once for H heads and each query vector once for K keys.
-template <KvDtype T, int H, int K>
-[[gnu::always_inline]] inline void scores_tile(const float* q, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
+// The sums of four accumulators' lanes, as lanes 0..3: pairs of vectors interleaved and added
+// (16 lanes -> 4 partial sums of each vector per 128-bit lane), then the four 128-bit lanes
+// folded. 13 instructions for four scores, where a full fold per score took 8 each. A vector's
+// sum runs through the same adds whatever the other three hold, so a key scores the same in a
+// full tile of four as alone in the remainder (with zeros beside it).
+[[gnu::always_inline]] inline __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  const __m512d abd = _mm512_castps_pd(ab), cdd = _mm512_castps_pd(cd);
+  __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(abd, cdd)), _mm512_castpd_ps(_mm512_unpackhi_pd(abd, cdd)));
+  u = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0x4e));  // swap 256-bit halves
+  u = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xb1));  // swap 128-bit lanes
+  return _mm512_castps512_ps128(u);
+}
+
+// The first `left` of 32 16-bit lanes.
+inline __mmask32 tail_mask32(int left) {
+  return left <= 0 ? __mmask32(0) : left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1u);
+}
+
+// bf16 keys are read 32 values at a time and widened without a lane shuffle: a 32-bit lane j
+// holds values 2j (low half) and 2j+1 (high half), so a shift gives the even values as f32 and a
+// mask the odd ones. The query is laid out to match once per partition (pair_query): per 32
+// values, its 16 even values, then its 16 odd ones, zero past dk.
+constexpr int kPairChunk = 32;
+inline int pair_query_stride(int dk) { return (dk + kPairChunk - 1) / kPairChunk * kPairChunk; }
+constexpr int kPairQueryFloats = 8192;  // the largest pair_query buffer (on the stack): nq x stride
+inline void pair_query(const float* q, int nq, int dk, float* out) {
+  const int stride = pair_query_stride(dk);
+  for (int h = 0; h < nq; ++h)
+    for (int c = 0; c < stride; c += kPairChunk)
+      for (int j = 0; j < kPairChunk / 2; ++j) {
+        const int e = c + 2 * j, o = e + 1;
+        out[size_t(h) * size_t(stride) + size_t(c + j)] = e < dk ? q[size_t(h) * size_t(dk) + size_t(e)] : 0.f;
+        out[size_t(h) * size_t(stride) + size_t(c + 16 + j)] = o < dk ? q[size_t(h) * size_t(dk) + size_t(o)] : 0.f;
+      }
+}
+
+// H heads (qs apart) against K (4 or 1) key rows: H*K independent FMA chains; each key vector
+// is loaded once for H heads and each query vector once for K keys. Pairs: bf16 keys read as
+// even and odd values against a pair_query layout (qs = its stride).
+template <KvDtype T, bool Pairs, int H, int K>
+[[gnu::always_inline]] inline void scores_tile(const float* q, size_t qs, int dk, const std::byte* const* kr, const float* kf,
+                                               float scale, float* out) {
+  static_assert(K == 4 || K == 1);
   __m512 acc[H][K];
   for (int h = 0; h < H; ++h)
     for (int k = 0; k < K; ++k) acc[h][k] = _mm512_setzero_ps();
-  for (int d = 0; d < dk; d += 16) {
-    const __mmask16 m = tail_mask(dk - d);
-    __m512 kv[K];
-    for (int k = 0; k < K; ++k) kv[k] = load16<T>(kr[k], d, m);
-    for (int h = 0; h < H; ++h) {
-      const __m512 qv = _mm512_maskz_loadu_ps(m, q + size_t(h) * size_t(dk) + size_t(d));
-      for (int k = 0; k < K; ++k) acc[h][k] = _mm512_fmadd_ps(qv, kv[k], acc[h][k]);
+  if constexpr (Pairs) {
+    static_assert(T == KvDtype::BF16);
+    const __m512i odd = _mm512_set1_epi32(int(0xffff0000u));
+    for (int d = 0; d < dk; d += kPairChunk) {
+      const __mmask32 m = tail_mask32(dk - d);
+      __m512 ke[K], ko[K];
+      for (int k = 0; k < K; ++k) {
+        const __m512i raw = _mm512_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(kr[k]) + d);
+        ke[k] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+        ko[k] = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
+      }
+      for (int h = 0; h < H; ++h) {
+        const __m512 qe = _mm512_loadu_ps(q + size_t(h) * qs + size_t(d));
+        const __m512 qo = _mm512_loadu_ps(q + size_t(h) * qs + size_t(d) + 16);
+        for (int k = 0; k < K; ++k) acc[h][k] = _mm512_fmadd_ps(qo, ko[k], _mm512_fmadd_ps(qe, ke[k], acc[h][k]));
+      }
+    }
+  } else {
+    for (int d = 0; d < dk; d += 16) {
+      const __mmask16 m = tail_mask(dk - d);
+      __m512 kv[K];
+      for (int k = 0; k < K; ++k) kv[k] = load16<T>(kr[k], d, m);
+      for (int h = 0; h < H; ++h) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + size_t(h) * qs + size_t(d));
+        for (int k = 0; k < K; ++k) acc[h][k] = _mm512_fmadd_ps(qv, kv[k], acc[h][k]);
+      }
     }
   }
-  for (int h = 0; h < H; ++h)
-    for (int k = 0; k < K; ++k) {
-      const float s = hsum(acc[h][k]) * scale;
-      out[size_t(h) * kAttnPartition + size_t(k)] = T == KvDtype::Fp8E4M3 ? s * kf[k] : s;
-    }
+  const __m512 zero = _mm512_setzero_ps();
+  for (int h = 0; h < H; ++h) {
+    __m128 s;
+    if constexpr (K == 4)
+      s = sum4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+    else
+      s = sum4(acc[h][0], zero, zero, zero);
+    s = _mm_mul_ps(s, _mm_set1_ps(scale));
+    if constexpr (T == KvDtype::Fp8E4M3) s = _mm_mul_ps(s, K == 4 ? _mm_loadu_ps(kf) : _mm_set_ss(kf[0]));
+    if constexpr (K == 4)
+      _mm_storeu_ps(out + size_t(h) * kAttnPartition, s);
+    else
+      _mm_store_ss(out + size_t(h) * kAttnPartition, s);
+  }
 }
 
 // All nq heads against K key rows, 4 heads at a time.
-template <KvDtype T, int K>
-[[gnu::always_inline]] inline void scores_keys(const float* q, int nq, int dk, const std::byte* const* kr, const float* kf, float scale, float* out) {
+template <KvDtype T, bool Pairs, int K>
+[[gnu::always_inline]] inline void scores_keys(const float* q, size_t qs, int nq, int dk, const std::byte* const* kr, const float* kf,
+                                               float scale, float* out) {
   int h = 0;
   for (; h + 4 <= nq; h += 4)
-    scores_tile<T, 4, K>(q + size_t(h) * size_t(dk), dk, kr, kf, scale, out + size_t(h) * kAttnPartition);
-  const float* qh = q + size_t(h) * size_t(dk);
+    scores_tile<T, Pairs, 4, K>(q + size_t(h) * qs, qs, dk, kr, kf, scale, out + size_t(h) * kAttnPartition);
+  const float* qh = q + size_t(h) * qs;
   float* oh = out + size_t(h) * kAttnPartition;
   switch (nq - h) {
-    case 3: scores_tile<T, 3, K>(qh, dk, kr, kf, scale, oh); break;
-    case 2: scores_tile<T, 2, K>(qh, dk, kr, kf, scale, oh); break;
-    case 1: scores_tile<T, 1, K>(qh, dk, kr, kf, scale, oh); break;
+    case 3: scores_tile<T, Pairs, 3, K>(qh, qs, dk, kr, kf, scale, oh); break;
+    case 2: scores_tile<T, Pairs, 2, K>(qh, qs, dk, kr, kf, scale, oh); break;
+    case 1: scores_tile<T, Pairs, 1, K>(qh, qs, dk, kr, kf, scale, oh); break;
     default: break;
   }
 }
@@ -113,8 +184,8 @@ inline void prefetch_row(const std::byte* row, size_t bytes) {
 // (2 KiB for 4 heads of 64 at f32), two per page, which the hardware prefetcher does not follow.
 constexpr int kPrefetchRows = 16;
 
-template <KvDtype T>
-void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores) {
+template <KvDtype T, bool Pairs>
+void scores_pass(const float* q, size_t qs, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores) {
   const size_t row_bytes = size_t(dk) * kv_elem_bytes(T);
   // The value rows are fetched in the same pass (the value pass finds them in L2): two streams
   // interleaved at the token stride, which the hardware prefetcher on its own kept at a third of
@@ -122,6 +193,12 @@ void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv,
   const size_t vrow_bytes = row_bytes;
   const std::byte* rows[4];
   float kf[4];
+  // The first rows are requested together up front; the loop below requests each row
+  // kPrefetchRows ahead, so without this a partition's first rows are demand misses one by one.
+  for (int t = 0; t < std::min(n, kPrefetchRows); ++t) {
+    prefetch_row(kv.k + off[t], row_bytes);
+    if (kv.v != kv.k) prefetch_row(kv.v + off[t], vrow_bytes);
+  }
   int t = 0;
   for (; t + 4 <= n; t += 4) {  // four keys gathered: one tile pass for all heads
     for (int i = 0; i < 4; ++i) {
@@ -132,22 +209,39 @@ void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv,
         if (kv.v != kv.k) prefetch_row(kv.v + off[t + i + kPrefetchRows], vrow_bytes);
       }
     }
-    scores_keys<T, 4>(q, nq, dk, rows, kf, scale, scores + size_t(t));
+    scores_keys<T, Pairs, 4>(q, qs, nq, dk, rows, kf, scale, scores + size_t(t));
   }
   for (; t < n; ++t) {  // the last n % 4 keys
     rows[0] = kv.k + off[t];
     kf[0] = row_factor<T>(kv.k_scale, off[t]);
-    scores_keys<T, 1>(q, nq, dk, rows, kf, scale, scores + size_t(t));
+    scores_keys<T, Pairs, 1>(q, qs, nq, dk, rows, kf, scale, scores + size_t(t));
   }
+}
+
+template <KvDtype T>
+void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores) {
+  if constexpr (T == KvDtype::BF16) {
+    const int stride = pair_query_stride(dk);
+    if (size_t(nq) * size_t(stride) <= size_t(kPairQueryFloats)) {
+      alignas(64) float pq[kPairQueryFloats];
+      pair_query(q, nq, dk, pq);
+      return scores_pass<T, true>(pq, size_t(stride), nq, dk, scale, kv, off, n, scores);
+    }
+  }
+  scores_pass<T, false>(q, size_t(dk), nq, dk, scale, kv, off, n, scores);
 }
 
 constexpr int kRowBlock = 32;  // value rows per block: 32 KiB at dv = 256 in f32, inside L1
 
 // H heads (probs and outputs dv apart) over one block of nr value rows: for each 64 output
 // columns, 4H accumulators in registers, loaded from and stored back to the output (L1). vf:
-// each row's factor (fp8), folded into its probabilities.
-template <KvDtype T, int H>
+// each row's factor (fp8), folded into its probabilities. Pairs: bf16 rows read 32 values at a
+// time as even and odd values (as the scores do), the output held in that layout (per 32
+// columns, 16 even then 16 odd; unpair_output restores it); each column's sum is the same chain
+// of FMAs either way.
+template <KvDtype T, bool Pairs, int H>
 [[gnu::always_inline]] inline void pv_rows(const float* probs, const std::byte* const* rows, const float* vf, int nr, int dv, float* o) {
+  const __m512i odd = _mm512_set1_epi32(int(0xffff0000u));
   for (int d0 = 0; d0 < dv; d0 += 64) {
     __mmask16 m[4];
     for (int j = 0; j < 4; ++j) m[j] = tail_mask(dv - d0 - 16 * j);
@@ -156,7 +250,16 @@ template <KvDtype T, int H>
       for (int j = 0; j < 4; ++j) a[h][j] = _mm512_maskz_loadu_ps(m[j], o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j));
     for (int i = 0; i < nr; ++i) {
       __m512 v[4];
-      for (int j = 0; j < 4; ++j) v[j] = load16<T>(rows[i], d0 + 16 * j, m[j]);
+      if constexpr (Pairs) {
+        for (int c = 0; c < 2; ++c) {
+          const __m512i raw = _mm512_maskz_loadu_epi16(tail_mask32(dv - d0 - kPairChunk * c),
+                                                       reinterpret_cast<const uint16_t*>(rows[i]) + d0 + kPairChunk * c);
+          v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+          v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
+        }
+      } else {
+        for (int j = 0; j < 4; ++j) v[j] = load16<T>(rows[i], d0 + 16 * j, m[j]);
+      }
       for (int h = 0; h < H; ++h) {
         float pf = probs[size_t(h) * kAttnPartition + size_t(i)];
         if constexpr (T == KvDtype::Fp8E4M3) pf *= vf[i];
@@ -169,8 +272,19 @@ template <KvDtype T, int H>
   }
 }
 
-template <KvDtype T>
-void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
+// The pairs layout of pv_rows back to column order, 32 columns at a time (dv a multiple of 32).
+inline void unpair_output(float* o, int nq, int dv) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (size_t c = 0; c < size_t(nq) * size_t(dv); c += kPairChunk) {
+    const __m512 even = _mm512_loadu_ps(o + c), oddv = _mm512_loadu_ps(o + c + 16);
+    _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(even, lo, oddv));
+    _mm512_storeu_ps(o + c + 16, _mm512_permutex2var_ps(even, hi, oddv));
+  }
+}
+
+template <KvDtype T, bool Pairs>
+void pv_pass(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
   // Blocks of kRowBlock value rows, each used by every head and column while it sits in L1; up
   // to 6 heads share each value vector load. (One pass over all rows per head and column chunk
   // re-read the partition from L2 24 times for MLA's 12 heads: L2-bandwidth bound.)
@@ -190,15 +304,23 @@ void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, const size_t
       const float* ph = p + size_t(h) * kAttnPartition;
       float* oh = o_part + size_t(h) * size_t(dv);
       switch (std::min(6, nq - h)) {
-        case 6: pv_rows<T, 6>(ph, rows, vf, nr, dv, oh); h += 6; break;
-        case 5: pv_rows<T, 5>(ph, rows, vf, nr, dv, oh); h += 5; break;
-        case 4: pv_rows<T, 4>(ph, rows, vf, nr, dv, oh); h += 4; break;
-        case 3: pv_rows<T, 3>(ph, rows, vf, nr, dv, oh); h += 3; break;
-        case 2: pv_rows<T, 2>(ph, rows, vf, nr, dv, oh); h += 2; break;
-        default: pv_rows<T, 1>(ph, rows, vf, nr, dv, oh); h += 1; break;
+        case 6: pv_rows<T, Pairs, 6>(ph, rows, vf, nr, dv, oh); h += 6; break;
+        case 5: pv_rows<T, Pairs, 5>(ph, rows, vf, nr, dv, oh); h += 5; break;
+        case 4: pv_rows<T, Pairs, 4>(ph, rows, vf, nr, dv, oh); h += 4; break;
+        case 3: pv_rows<T, Pairs, 3>(ph, rows, vf, nr, dv, oh); h += 3; break;
+        case 2: pv_rows<T, Pairs, 2>(ph, rows, vf, nr, dv, oh); h += 2; break;
+        default: pv_rows<T, Pairs, 1>(ph, rows, vf, nr, dv, oh); h += 1; break;
       }
     }
   }
+  if constexpr (Pairs) unpair_output(o_part, nq, dv);
+}
+
+template <KvDtype T>
+void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
+  if constexpr (T == KvDtype::BF16)
+    if (dv % kPairChunk == 0) return pv_pass<T, true>(probs, nq, dv, kv, off, n, o_part);
+  pv_pass<T, false>(probs, nq, dv, kv, off, n, o_part);
 }
 
 inline float hmax(__m512 v) {

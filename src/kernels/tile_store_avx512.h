@@ -43,7 +43,9 @@ inline void walk_row_tiles(const RowsFnOf<X> (&rows_fn)[9], const X* x, size_t l
   const int row_block = std::max(8, int((256 * 1024) / row_bytes) / 8 * 8);
   for (int rb = 0; rb < m; rb += row_block) {
     const int re = std::min(m, rb + row_block);
-    const int group = 8;
+    // 12 panels: whole tiles for every tile width (4, 3 or 2 panels), where 8 left 5-8-row
+    // bf16 tiles (3 panels) a single-panel remainder twice per group.
+    const int group = 12;
     for (int pg = p0; pg < p1; pg += group) {
       const int pe = std::min(p1, pg + group);
       for (int r = rb; r < re; r += 8) {

@@ -102,7 +102,7 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
   const float scale = 1.f / std::sqrt(float(hd_));
   AttnItem* items = nullptr;
   const int n_items = plan_attention(*ctx.batch, nkv_, group, arena, &items);
-  parallel_items(ctx.pool, n_items, [&](int i, int thread) {
+  auto attend = [&](int i, int thread) {
     const AttnItem& it = items[i];
     const SeqChunk& sc = seqs[size_t(it.seq)];
     const int g = it.group;
@@ -126,7 +126,8 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
                        o + size_t(it.t0) * size_t(nh_ * hd_), scratch);
     else
       attention_prefill(q, qkv_w, it.t0, it.t1, sc.start_pos, group, hd_, hd_, scale, kv, o, size_t(nh_ * hd_), scratch);
-  });
+  };
+  timed_into(ctx.kv_attention_seconds, [&] { parallel_items(ctx.pool, n_items, attend); });
   matmul(O, size_t(nh_ * hd_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
 }
 

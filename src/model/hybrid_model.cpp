@@ -265,8 +265,9 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       tok_pos[sc.token_offset + i] = sc.start_pos + i;
     }
   }
-  StepContext ctx{&batch, N, tok_seq, tok_pos, pool_.get(), &arena_, &thread_scratch_};
   profile_ = ForwardProfile{};
+  double kv_attention = 0;
+  StepContext ctx{&batch, N, tok_seq, tok_pos, pool_.get(), &arena_, &thread_scratch_, &kv_attention};
   using Clock = std::chrono::steady_clock;
   auto last_mark = Clock::now();
   // Adds the time since the last mark to `part`.
@@ -303,6 +304,11 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size, kv_dtype_);
     }
     mark_part(L.kda ? ForwardProfile::Kda : L.mla ? ForwardProfile::Mla : ForwardProfile::Gqa);
+    if (kv_attention > 0) {  // the mixer's KV-cache attention, out of its own part
+      profile_.seconds[L.mla ? ForwardProfile::Mla : ForwardProfile::Gqa] -= kv_attention;
+      profile_.seconds[ForwardProfile::KvAttention] += kv_attention;
+      kv_attention = 0;
+    }
     arena_.rewind(mark);
     parallel_rows(pool_.get(), N, H, [&](int t, int) {
       rmsnorm(x + size_t(t) * size_t(H), L.post_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);

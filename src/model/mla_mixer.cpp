@@ -113,7 +113,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
   const int per_group = (nh_ + groups - 1) / groups;
   AttnItem* items = nullptr;
   const int n_items = plan_attention(*ctx.batch, groups, nh_, arena, &items);
-  parallel_items(ctx.pool, n_items, [&](int i, int thread) {
+  auto attend = [&](int i, int thread) {
     const AttnItem& it = items[i];
     const SeqChunk& sc = seqs[size_t(it.seq)];
     PagedKv kv;
@@ -137,7 +137,8 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
       attention_prefill(ql, size_t(nh_) * lat, it.t0, it.t1, sc.start_pos, nh_, L_ + R_, L_, scale_, kv, ol,
                         size_t(nh_ * L_), scratch);
     }
-  });
+  };
+  timed_into(ctx.kv_attention_seconds, [&] { parallel_items(ctx.pool, n_items, attend); });
   // Values: each head's latent output mapped out by its half of kv_b_proj.
   parallel_items(ctx.pool, N * nh_, [&](int item, int) {
     const int t = item / nh_, hh = item % nh_;

@@ -1,6 +1,7 @@
 // Where every token of a forward step belongs, and the step's shared resources: what the
 // model hands each layer (mixers and FFNs add their output into the residual stream x).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,15 @@ struct StepContext {
   ThreadPool* pool = nullptr;
   Arena* arena = nullptr;
   std::vector<std::vector<float>>* thread_scratch = nullptr;  // per thread, sized at allocate()
+  double* kv_attention_seconds = nullptr;  // attention mixers add their KV-cache attention time here
 };
+
+// Adds the time fn takes to *seconds (when given).
+template <class F>
+void timed_into(double* seconds, F&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  if (seconds) *seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace ds

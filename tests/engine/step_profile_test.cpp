@@ -81,8 +81,8 @@ void expect_parts(const std::string& model, const std::vector<std::string>& ran,
 }
 
 TEST(StepProfile, ForwardPartsAreTheModelsOwnKinds) {
-  expect_parts("tiny-hybrid-f32", {"embed", "norms", "kda", "mla", "moe", "lm_head"}, {"gqa"});
-  expect_parts("tiny-llama-f32", {"embed", "norms", "gqa", "dense_ffn", "lm_head"}, {"kda", "mla", "moe"});
+  expect_parts("tiny-hybrid-f32", {"embed", "norms", "kda", "mla", "kv_attention", "moe", "lm_head"}, {"gqa"});
+  expect_parts("tiny-llama-f32", {"embed", "norms", "gqa", "kv_attention", "dense_ffn", "lm_head"}, {"kda", "mla", "moe"});
 }
 
 TEST(StepProfile, TableShowsEveryPhaseWithItsShare) {
