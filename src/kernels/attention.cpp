@@ -160,6 +160,74 @@ void attention_decode(const float* q, int nq, int dk, int dv, float scale, const
   merge_partitions(parts, lses, R, nq, dv, out, nullptr);
 }
 
+size_t attention_rows_scratch_floats(int rows, int nq, int dk, int dv, int n_ctx_last) {
+  const size_t R = size_t((n_ctx_last + kAttnPartition - 1) / kAttnPartition), Q = size_t(rows) * size_t(nq);
+  return Q * size_t(dk) + Q * kAttnPartition + size_t(rows) * R * (size_t(nq) * size_t(dv) + size_t(nq));
+}
+
+namespace {
+
+// Rows [0, T) of attention_decode_rows together (AVX-512). Per partition: the offsets and the
+// scores of every row's heads that reach it in one pass (keys past a row's context are scored
+// and ignored: a score does not depend on the others beside it), then each row's softmax and
+// value sums over its own length, as attention_partition does; then each row's merge.
+void decode_rows_together(const float* q, size_t q_stride, int T, int nq, int dk, int dv, float scale,
+                          const PagedKv& kv, int n_ctx0, float* out, size_t o_stride, float* scratch) {
+  const int n_last = n_ctx0 + T - 1;
+  const int R = (n_last + kAttnPartition - 1) / kAttnPartition;
+  const size_t Q = size_t(T) * size_t(nq), head_out = size_t(nq) * size_t(dv);
+  float* qs = scratch;                                  // [T * nq][dk]
+  float* scores = qs + Q * size_t(dk);                  // [T * nq][kAttnPartition]
+  float* parts = scores + Q * kAttnPartition;           // [T][R][nq][dv]
+  float* lses = parts + size_t(T) * size_t(R) * head_out;  // [T][R][nq]
+  for (int j = 0; j < T; ++j)
+    std::copy(q + size_t(j) * q_stride, q + size_t(j) * q_stride + size_t(nq) * size_t(dk), qs + size_t(j) * size_t(nq) * size_t(dk));
+  size_t off[kAttnPartition];
+  for (int r = 0; r < R; ++r) {
+    const int t0 = r * kAttnPartition;
+    const int first = std::max(0, t0 + 1 - n_ctx0);  // the first row whose context reaches t0
+    const int n_max = std::min(n_last, t0 + kAttnPartition) - t0;
+    detail::attention_row_offsets(kv, t0, n_max, off);
+    detail::attention_scores_avx512(qs + size_t(first) * size_t(nq) * size_t(dk), (T - first) * nq, dk, scale, kv, off, n_max,
+                                    scores + size_t(first) * size_t(nq) * kAttnPartition);
+    for (int j = first; j < T; ++j) {
+      const int n = std::min(n_ctx0 + j, t0 + kAttnPartition) - t0;
+      float* sj = scores + size_t(j) * size_t(nq) * kAttnPartition;
+      const size_t at = size_t(j) * size_t(R) + size_t(r);
+      detail::attention_softmax_avx512(sj, nq, n, lses + at * size_t(nq));
+      detail::attention_pv_avx512(sj, nq, dv, kv, off, n, parts + at * head_out);
+    }
+  }
+  for (int j = 0; j < T; ++j) {
+    const int Rj = (n_ctx0 + j + kAttnPartition - 1) / kAttnPartition;
+    const float* pj = parts + size_t(j) * size_t(R) * head_out;
+    if (Rj == 1)  // attention_decode writes a lone partition's output as it is
+      std::copy(pj, pj + head_out, out + size_t(j) * o_stride);
+    else
+      merge_partitions(pj, lses + size_t(j) * size_t(R) * size_t(nq), Rj, nq, dv, out + size_t(j) * o_stride, nullptr);
+  }
+}
+
+}  // namespace
+
+void attention_decode_rows(const float* q, size_t q_stride, int T, int nq, int dk, int dv, float scale,
+                           const PagedKv& kv, int n_ctx0, float* out, size_t o_stride, float* scratch,
+                           size_t scratch_floats) {
+  static const bool avx512 = active_isa() == Isa::Avx512;
+  for (int j0 = 0; j0 < T;) {
+    int rows = T - j0;
+    while (rows > 1 && attention_rows_scratch_floats(rows, nq, dk, dv, n_ctx0 + j0 + rows - 1) > scratch_floats) --rows;
+    if (!avx512 || rows == 1) {
+      attention_decode(q + size_t(j0) * q_stride, nq, dk, dv, scale, kv, n_ctx0 + j0, out + size_t(j0) * o_stride, scratch);
+      ++j0;
+      continue;
+    }
+    decode_rows_together(q + size_t(j0) * q_stride, q_stride, rows, nq, dk, dv, scale, kv, n_ctx0 + j0,
+                         out + size_t(j0) * o_stride, o_stride, scratch);
+    j0 += rows;
+  }
+}
+
 namespace {
 constexpr int kKeyBlock = 64;
 constexpr int kMaxTileRows = 64;

@@ -76,6 +76,18 @@ size_t attention_scratch_floats(int nq, int dv, int n_ctx);
 void attention_decode(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
                       int n_ctx, float* out, float* scratch);
 
+// Decode attention for T consecutive query rows of one sequence (a speculative chunk being
+// verified): row j (q + j * q_stride, nq heads dk apart) sees the context [0, n_ctx0 + j) and
+// writes out + j * o_stride (nq heads dv apart). Each row's result is bit-identical to
+// attention_decode's for that row alone (the same partitions, score arithmetic, softmax and value
+// sums), but a partition's key rows are scored once for every row's heads instead of once per
+// row. As many rows go together as scratch_floats holds (attention_rows_scratch_floats); with
+// room for one, or off AVX-512, the rows run one by one through attention_decode.
+size_t attention_rows_scratch_floats(int rows, int nq, int dk, int dv, int n_ctx_last);
+void attention_decode_rows(const float* q, size_t q_stride, int T, int nq, int dk, int dv, float scale,
+                           const PagedKv& kv, int n_ctx0, float* out, size_t o_stride, float* scratch,
+                           size_t scratch_floats);
+
 // Causal attention for a chunk of T consecutive query tokens of one sequence, at positions
 // [start, start + T), over the context [0, start + T): the prefill path. Tiles of queries (all
 // nq heads of a KV head together) meet 64-key blocks as two small matrix products with an

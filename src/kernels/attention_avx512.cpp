@@ -93,7 +93,7 @@ inline __mmask32 tail_mask32(int left) {
 // values, its 16 even values, then its 16 odd ones, zero past dk.
 constexpr int kPairChunk = 32;
 inline int pair_query_stride(int dk) { return (dk + kPairChunk - 1) / kPairChunk * kPairChunk; }
-constexpr int kPairQueryFloats = 8192;  // the largest pair_query buffer (on the stack): nq x stride
+constexpr int kPairQueryFloats = 8192;  // the pair_query buffer (on the stack), in floats
 inline void pair_query(const float* q, int nq, int dk, float* out) {
   const int stride = pair_query_stride(dk);
   for (int h = 0; h < nq; ++h)
@@ -222,10 +222,18 @@ template <KvDtype T>
 void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores) {
   if constexpr (T == KvDtype::BF16) {
     const int stride = pair_query_stride(dk);
-    if (size_t(nq) * size_t(stride) <= size_t(kPairQueryFloats)) {
+    if (stride <= kPairQueryFloats) {
+      // Heads in chunks whose paired queries fit the buffer. Whether a head's scores take the
+      // pairs path depends on dk alone, never on nq: the same query must score the same whether
+      // its heads come split into groups (decode) or many rows' heads together (verify rows).
       alignas(64) float pq[kPairQueryFloats];
-      pair_query(q, nq, dk, pq);
-      return scores_pass<T, true>(pq, size_t(stride), nq, dk, scale, kv, off, n, scores);
+      const int chunk = kPairQueryFloats / stride;
+      for (int h0 = 0; h0 < nq; h0 += chunk) {
+        const int hn = std::min(chunk, nq - h0);
+        pair_query(q + size_t(h0) * size_t(dk), hn, dk, pq);
+        scores_pass<T, true>(pq, size_t(stride), hn, dk, scale, kv, off, n, scores + size_t(h0) * kAttnPartition);
+      }
+      return;
     }
   }
   scores_pass<T, false>(q, size_t(dk), nq, dk, scale, kv, off, n, scores);

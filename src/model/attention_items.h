@@ -1,7 +1,8 @@
 // Splits a step's attention into independent items: a decode row is one item per KV head; a
 // prefill chunk is one item per (tile of queries, KV head); a speculative chunk is one item
-// per (token, KV head), each run as a decode row so it equals what decode would give. Items depend only on their own
-// sequence, so a sequence's result never depends on what it is batched with.
+// per KV head with all its tokens, run by attention_decode_rows (each row equal to what decode
+// would give, the keys read once for all rows). Items depend only on their own sequence, so a
+// sequence's result never depends on what it is batched with.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -22,7 +23,7 @@ struct AttnItem {
 inline int plan_attention(const ForwardBatch& batch, int groups, int nq_per_group, Arena& arena, AttnItem** out) {
   const int tile = attention_prefill_tile(nq_per_group);
   int n = 0;
-  auto tile_of = [&](const SeqChunk& sc) { return sc.spec_lane >= 0 ? 1 : tile; };
+  auto tile_of = [&](const SeqChunk& sc) { return sc.spec_lane >= 0 ? std::max(1, sc.num_tokens) : tile; };
   for (const SeqChunk& sc : batch.seqs) n += ((sc.num_tokens + tile_of(sc) - 1) / tile_of(sc)) * groups;
   AttnItem* items = arena.alloc<AttnItem>(size_t(std::max(n, 1)));
   int i = 0;

@@ -121,9 +121,11 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     const float* q = QKV + size_t(sc.token_offset) * qkv_w + size_t(g * group * hd_);
     float* o = O + size_t(sc.token_offset) * size_t(nh_ * hd_) + size_t(g * group * hd_);
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
-    if (sc.num_tokens == 1 || sc.spec_lane >= 0)  // a decode row, or one token of a speculative chunk
-      attention_decode(q + size_t(it.t0) * qkv_w, group, hd_, hd_, scale, kv, sc.start_pos + it.t0 + 1,
-                       o + size_t(it.t0) * size_t(nh_ * hd_), scratch);
+    if (sc.num_tokens == 1)  // a decode row
+      attention_decode(q, group, hd_, hd_, scale, kv, sc.start_pos + 1, o, scratch);
+    else if (sc.spec_lane >= 0)  // a speculative chunk's rows, each as decode would give it
+      attention_decode_rows(q, qkv_w, sc.num_tokens, group, hd_, hd_, scale, kv, sc.start_pos + 1, o, size_t(nh_ * hd_),
+                            scratch, (*ctx.thread_scratch)[size_t(thread)].size());
     else
       attention_prefill(q, qkv_w, it.t0, it.t1, sc.start_pos, group, hd_, hd_, scale, kv, o, size_t(nh_ * hd_), scratch);
   };

@@ -106,10 +106,13 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     matmul(qh, size_t(nope_), k_absorb_[size_t(hh)], ql, lat, 1, nullptr);
     std::memcpy(ql + L_, qh + nope_, size_t(R_) * sizeof(float));
   }, double(nope_) * L_);
-  // Attention: decode rows split their heads into groups when there are too few rows to keep
-  // every thread busy; prefill chunks split into query tiles with all heads together.
+  // Attention: decode rows and speculative chunks split their heads into groups when there are
+  // too few of them to keep every thread busy; prefill chunks split into query tiles with all
+  // heads together.
   const int threads = ctx.pool ? ctx.pool->size() : 1;
-  const int groups = N >= 2 * threads ? 1 : std::min(nh_, threads);
+  int row_items = 0;  // decode rows and speculative chunks (one item each), and prefill tokens
+  for (const SeqChunk& sc : seqs) row_items += sc.num_tokens == 1 || sc.spec_lane >= 0 ? 1 : sc.num_tokens;
+  const int groups = row_items >= 2 * threads ? 1 : std::min(nh_, threads);
   const int per_group = (nh_ + groups - 1) / groups;
   AttnItem* items = nullptr;
   const int n_items = plan_attention(*ctx.batch, groups, nh_, arena, &items);
@@ -127,12 +130,12 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
     const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
     float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);
-    if (sc.num_tokens == 1 || sc.spec_lane >= 0) {  // a decode row, or one token of a speculative chunk
+    if (sc.num_tokens == 1 || sc.spec_lane >= 0) {  // a decode row, or a speculative chunk's rows
       const int h0 = it.group * per_group, h1 = std::min(nh_, h0 + per_group);
-      const size_t t = size_t(it.t0);
       if (h0 < h1)
-        attention_decode(ql + (t * size_t(nh_) + size_t(h0)) * lat, h1 - h0, L_ + R_, L_, scale_, kv,
-                         sc.start_pos + it.t0 + 1, ol + t * size_t(nh_ * L_) + size_t(h0 * L_), scratch);
+        attention_decode_rows(ql + size_t(h0) * lat, size_t(nh_) * lat, sc.num_tokens, h1 - h0, L_ + R_, L_, scale_, kv,
+                              sc.start_pos + 1, ol + size_t(h0 * L_), size_t(nh_ * L_), scratch,
+                              (*ctx.thread_scratch)[size_t(thread)].size());
     } else if (it.group == 0) {  // prefill tiles carry all heads; other groups have nothing to do
       attention_prefill(ql, size_t(nh_) * lat, it.t0, it.t1, sc.start_pos, nh_, L_ + R_, L_, scale_, kv, ol,
                         size_t(nh_ * L_), scratch);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -220,6 +221,41 @@ TEST(Attention, DecodeMatchesReferenceAtModelShapes) {
           }
       }
     }
+  }
+}
+
+TEST(Attention, DecodeRowsAreBitIdenticalToDecodingEachRow) {
+  // A speculative chunk's rows scored together must give every row exactly what decoding it alone
+  // gives (greedy speculation is held bit-identical to plain decoding). Chunks inside one
+  // partition, crossing a partition boundary (250 + 8), starting on one (256), past two; with
+  // scratch for all rows, and for two at a time (rows split into groups).
+  struct Chunk { int n_ctx0, T; };
+  const Chunk chunks[] = {{1, 1}, {1, 8}, {5, 4}, {250, 8}, {256, 3}, {600, 5}};
+  for (KvDtype dt : {KvDtype::F32, KvDtype::BF16, KvDtype::Fp8E4M3})
+  for (const DecodeShape& s : {kDecodeShapes[0], kDecodeShapes[6], kDecodeShapes[7], kDecodeShapes[8], kDecodeShapes[9], kDecodeShapes[11]})
+  for (const Chunk& ch : chunks)
+  for (bool tight : {false, true}) {
+    const int n_last = ch.n_ctx0 + ch.T - 1;
+    DecodeCase c(s, n_last, 64, unsigned(ch.n_ctx0 * 13 + ch.T + s.dk), dt);
+    const size_t q_stride = size_t(s.nq) * size_t(s.dk) + 5, o_stride = size_t(s.nq) * size_t(s.dv) + 3;
+    std::vector<float> q(size_t(ch.T) * q_stride);
+    std::mt19937 rng(unsigned(ch.T * 7 + s.nq));
+    std::normal_distribution<float> nd;
+    for (auto& x : q) x = nd(rng);
+    const float scale = 1.f / std::sqrt(float(s.dk));
+    const size_t one = attention_scratch_floats(s.nq, s.dv, n_last);
+    const size_t room = std::max(one, attention_rows_scratch_floats(tight ? 2 : ch.T, s.nq, s.dk, s.dv, n_last));
+    std::vector<float> scratch(room), rows(size_t(ch.T) * o_stride, 0.f), alone(rows.size(), 0.f);
+    attention_decode_rows(q.data(), q_stride, ch.T, s.nq, s.dk, s.dv, scale, c.kv, ch.n_ctx0, rows.data(), o_stride,
+                          scratch.data(), scratch.size());
+    for (int j = 0; j < ch.T; ++j)
+      attention_decode(q.data() + size_t(j) * q_stride, s.nq, s.dk, s.dv, scale, c.kv, ch.n_ctx0 + j,
+                       alone.data() + size_t(j) * o_stride, scratch.data());
+    for (int j = 0; j < ch.T; ++j)
+      ASSERT_EQ(0, std::memcmp(rows.data() + size_t(j) * o_stride, alone.data() + size_t(j) * o_stride,
+                               size_t(s.nq) * size_t(s.dv) * sizeof(float)))
+          << kv_dtype_name(dt) << " " << s.what << ": row " << j << " of " << ch.T << " from context " << ch.n_ctx0
+          << (tight ? ", two rows at a time" : "");
   }
 }
 
