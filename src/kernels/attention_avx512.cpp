@@ -82,16 +82,18 @@ template <KvDtype T>
   return _mm512_castps512_ps128(u);
 }
 
-// The first `left` of 32 16-bit lanes.
-inline __mmask32 tail_mask32(int left) {
-  return left <= 0 ? __mmask32(0) : left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1u);
-}
-
 // bf16 keys are read 32 values at a time and widened without a lane shuffle: a 32-bit lane j
 // holds values 2j (low half) and 2j+1 (high half), so a shift gives the even values as f32 and a
 // mask the odd ones. The query is laid out to match once per partition (pair_query): per 32
 // values, its 16 even values, then its 16 odd ones, zero past dk.
 constexpr int kPairChunk = 32;
+// Values d .. d + 31 of a bf16 row (the first `left` of them; the rest read as 0) as its even
+// and odd values in f32.
+[[gnu::always_inline]] inline void load_pairs(const std::byte* row, int d, int left, __m512& even, __m512& odd) {
+  const __m512i raw = _mm512_maskz_loadu_epi16(tail_mask32(left), reinterpret_cast<const uint16_t*>(row) + d);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(int(0xffff0000u))));
+}
 inline int pair_query_stride(int dk) { return (dk + kPairChunk - 1) / kPairChunk * kPairChunk; }
 constexpr int kPairQueryFloats = 8192;  // the pair_query buffer (on the stack), in floats
 inline void pair_query(const float* q, int nq, int dk, float* out) {
@@ -117,15 +119,9 @@ template <KvDtype T, bool Pairs, int H, int K>
     for (int k = 0; k < K; ++k) acc[h][k] = _mm512_setzero_ps();
   if constexpr (Pairs) {
     static_assert(T == KvDtype::BF16);
-    const __m512i odd = _mm512_set1_epi32(int(0xffff0000u));
     for (int d = 0; d < dk; d += kPairChunk) {
-      const __mmask32 m = tail_mask32(dk - d);
       __m512 ke[K], ko[K];
-      for (int k = 0; k < K; ++k) {
-        const __m512i raw = _mm512_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(kr[k]) + d);
-        ke[k] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-        ko[k] = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
-      }
+      for (int k = 0; k < K; ++k) load_pairs(kr[k], d, dk - d, ke[k], ko[k]);
       for (int h = 0; h < H; ++h) {
         const __m512 qe = _mm512_loadu_ps(q + size_t(h) * qs + size_t(d));
         const __m512 qo = _mm512_loadu_ps(q + size_t(h) * qs + size_t(d) + 16);
@@ -190,24 +186,21 @@ void scores_pass(const float* q, size_t qs, int nq, int dk, float scale, const P
   // The value rows are fetched in the same pass (the value pass finds them in L2): two streams
   // interleaved at the token stride, which the hardware prefetcher on its own kept at a third of
   // the read bandwidth once the cache is larger than the L3 (BM_DecodeAttentionServed).
-  const size_t vrow_bytes = row_bytes;
+  auto prefetch_key_value = [&](int t) {
+    prefetch_row(kv.k + off[t], row_bytes);
+    if (kv.v != kv.k) prefetch_row(kv.v + off[t], row_bytes);
+  };
   const std::byte* rows[4];
   float kf[4];
   // The first rows are requested together up front; the loop below requests each row
   // kPrefetchRows ahead, so without this a partition's first rows are demand misses one by one.
-  for (int t = 0; t < std::min(n, kPrefetchRows); ++t) {
-    prefetch_row(kv.k + off[t], row_bytes);
-    if (kv.v != kv.k) prefetch_row(kv.v + off[t], vrow_bytes);
-  }
+  for (int t = 0; t < std::min(n, kPrefetchRows); ++t) prefetch_key_value(t);
   int t = 0;
   for (; t + 4 <= n; t += 4) {  // four keys gathered: one tile pass for all heads
     for (int i = 0; i < 4; ++i) {
       rows[i] = kv.k + off[t + i];
       kf[i] = row_factor<T>(kv.k_scale, off[t + i]);
-      if (t + i + kPrefetchRows < n) {
-        prefetch_row(kv.k + off[t + i + kPrefetchRows], row_bytes);
-        if (kv.v != kv.k) prefetch_row(kv.v + off[t + i + kPrefetchRows], vrow_bytes);
-      }
+      if (t + i + kPrefetchRows < n) prefetch_key_value(t + i + kPrefetchRows);
     }
     scores_keys<T, Pairs, 4>(q, qs, nq, dk, rows, kf, scale, scores + size_t(t));
   }
@@ -249,7 +242,6 @@ constexpr int kRowBlock = 32;  // value rows per block: 32 KiB at dv = 256 in f3
 // of FMAs either way.
 template <KvDtype T, bool Pairs, int H>
 [[gnu::always_inline]] inline void pv_rows(const float* probs, const std::byte* const* rows, const float* vf, int nr, int dv, float* o) {
-  const __m512i odd = _mm512_set1_epi32(int(0xffff0000u));
   for (int d0 = 0; d0 < dv; d0 += 64) {
     __mmask16 m[4];
     for (int j = 0; j < 4; ++j) m[j] = tail_mask(dv - d0 - 16 * j);
@@ -259,12 +251,8 @@ template <KvDtype T, bool Pairs, int H>
     for (int i = 0; i < nr; ++i) {
       __m512 v[4];
       if constexpr (Pairs) {
-        for (int c = 0; c < 2; ++c) {
-          const __m512i raw = _mm512_maskz_loadu_epi16(tail_mask32(dv - d0 - kPairChunk * c),
-                                                       reinterpret_cast<const uint16_t*>(rows[i]) + d0 + kPairChunk * c);
-          v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-          v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
-        }
+        for (int c = 0; c < 2; ++c)
+          load_pairs(rows[i], d0 + kPairChunk * c, dv - d0 - kPairChunk * c, v[2 * c], v[2 * c + 1]);
       } else {
         for (int j = 0; j < 4; ++j) v[j] = load16<T>(rows[i], d0 + 16 * j, m[j]);
       }

@@ -10,6 +10,11 @@ inline __mmask16 tail_mask(int left) {
   return left <= 0 ? __mmask16(0) : left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
 }
 
+// The first `left` of 32 16-bit lanes.
+inline __mmask32 tail_mask32(int left) {
+  return left <= 0 ? __mmask32(0) : left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1u);
+}
+
 // exp_fast (kernels/fast_math.h) 16 lanes at a time: the same range reduction and polynomial.
 inline __m512 exp16(__m512 x) {
   x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
