@@ -664,10 +664,8 @@ void EngineLoop::finish_done(const StepPlan& plan) {
 
 void EngineLoop::publish_counts() {
   const BlockPool& pool = cache_->pool();
-  snap_running_.store(scheduler_->num_running());
-  snap_kv_used_.store(pool.num_used());
-  snap_cached_.store(cache_->num_cached_blocks());
-  snap_snapshots_.store(cache_->num_snapshots());
+  // Gauges first, snapshot last: a reader that sees the snapshot settled (tests poll it)
+  // then also reads settled gauges from /metrics.
   metrics_.cached_blocks->Set(cache_->num_cached_blocks());
   metrics_.snapshots_held->Set(cache_->num_snapshots());
   mirror_cache_counters();
@@ -677,6 +675,10 @@ void EngineLoop::publish_counts() {
   metrics_.requests_running->Set(scheduler_->num_running());
   metrics_.requests_waiting->Set(snapshot().waiting);
   metrics_.kv_pool_usage->Set(pool.usage());
+  snap_running_.store(scheduler_->num_running());
+  snap_kv_used_.store(pool.num_used());
+  snap_cached_.store(cache_->num_cached_blocks());
+  snap_snapshots_.store(cache_->num_snapshots());
 }
 
 void EngineLoop::mirror_cache_counters() {

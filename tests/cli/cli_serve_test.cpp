@@ -194,7 +194,7 @@ TEST(CliServe, PreemptionUnderASmallPoolKeepsGreedyOutputs) {
     EXPECT_EQ(r.finish_reason, "length");
     EXPECT_EQ(r.content, alone[size_t(i)]) << "stream " << i;
   }
-  auto m = http_call(p.port(), "GET", "/metrics");
+  auto m = metrics_once_they_show(p.port(), "deltaserve:kv_pool_usage_perc 0\n");
   EXPECT_EQ(m.raw.find("deltaserve:num_preemptions_total 0\n"), std::string::npos) << "expected preemptions";
   EXPECT_NE(m.raw.find("deltaserve:kv_pool_usage_perc 0\n"), std::string::npos);
 }
@@ -308,8 +308,8 @@ TEST(CliServe, SixtyFourStreamingClientsOnTheRealModel) {
               seconds, requests.load(), tokens.load(), double(tokens.load()) / seconds, failures.load(),
               peak_rss / 1024, p.rss_kb() / 1024);
   EXPECT_EQ(failures.load(), 0) << first_failure;
-  auto m = http_call(p.port(), "GET", "/metrics");
-  EXPECT_NE(m.raw.find("deltaserve:num_requests_running 0"), std::string::npos);
+  auto m = metrics_once_they_show(p.port(), "deltaserve:num_requests_running 0\n");
+  EXPECT_NE(m.raw.find("deltaserve:num_requests_running 0\n"), std::string::npos);
   ASSERT_EQ(kill(p.pid(), SIGTERM), 0);
   EXPECT_EQ(p.wait_exit(60), 0) << p.log();
 }

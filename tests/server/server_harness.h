@@ -8,8 +8,10 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
@@ -110,6 +112,18 @@ inline HttpResult http_call(int port, const std::string& method, const std::stri
   out.headers = r->headers;
   out.body = json::parse(r->body, nullptr, false);
   return out;
+}
+
+// /metrics once it holds `line`, or the last read after ~5 s. A stream's last event leaves
+// before the engine step that finished it publishes its gauges, so a gauge reads settled a
+// moment after the clients return, not at that instant.
+inline HttpResult metrics_once_they_show(int port, const std::string& line) {
+  HttpResult m = http_call(port, "GET", "/metrics");
+  for (int i = 0; i < 500 && m.raw.find(line) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    m = http_call(port, "GET", "/metrics");
+  }
+  return m;
 }
 
 inline HttpResult post(int port, const std::string& path, const json& body, const httplib::Headers& h = {}) {
