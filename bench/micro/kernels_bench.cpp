@@ -136,11 +136,47 @@ void BM_DecodeAttentionGqaHead(benchmark::State& st) {
 }
 BENCHMARK(BM_DecodeAttentionGqaHead)->ArgsProduct({{512, 8192}, {0, 1}, {0, 1, 2}})->UseRealTime();
 
+// A decode or verify step's dense FFN on bench-100m-dense: 12 layers of gate and up (2048 x 768)
+// and down (768 x 2048), bf16 with bf16 activations, 113 MB in all (over the L3), so each call
+// streams its weight from memory as in a served step, with the calls' own overheads (rounding
+// the activations, waking the pool). Args: rows m, threads.
+void BM_FfnStream(benchmark::State& st) {
+  const int m = int(st.range(0)), layers = 12, hidden = 768, inter = 2048;
+  ThreadPool pool(int(st.range(1)));
+  std::vector<uint16_t> wb(size_t(inter) * hidden);
+  for (size_t i = 0; i < wb.size(); ++i) wb[i] = f32_to_bf16(float(int(i % 251) - 125) * 1e-3f);
+  std::vector<PackedWeight> gate, up, down;
+  size_t bytes = 0;
+  for (int l = 0; l < layers; ++l) {
+    gate.push_back(pack_weight(wb.data(), DType::BF16, inter, hidden));
+    up.push_back(pack_weight(wb.data(), DType::BF16, inter, hidden));
+    down.push_back(pack_weight(wb.data(), DType::BF16, hidden, inter));
+    for (PackedWeight* w : {&gate.back(), &up.back(), &down.back()}) {
+      set_activation_dtype(*w, ActivationDtype::BF16);
+      bytes += w->bytes();
+    }
+  }
+  auto x = randn(size_t(m) * hidden, 2);
+  std::vector<float> g(size_t(m) * inter), u(size_t(m) * inter), y(size_t(m) * hidden);
+  for (auto _ : st) {
+    for (int l = 0; l < layers; ++l) {
+      matmul(x.data(), size_t(hidden), gate[size_t(l)], g.data(), size_t(inter), m, &pool);
+      matmul(x.data(), size_t(hidden), up[size_t(l)], u.data(), size_t(inter), m, &pool);
+      matmul(g.data(), size_t(inter), down[size_t(l)], y.data(), size_t(hidden), m, &pool);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["weight_GB/s"] = benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * double(bytes / 2), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_FfnStream)->ArgsProduct({{1, 4, 8, 16, 32, 64}, {2}})->UseRealTime();
+
 // A served decode step's GQA attention: `seqs` sequences of `ctx` tokens, bench-100m-dense's 4 KV
 // heads of 64 (3 query heads each), head-major blocks scattered over a pool much larger than the
 // L3, all (sequence, head) items split over 2 threads as the mixer does: what decode attention
 // costs at concurrency, against the KV bytes it must read. Args: seqs, ctx, dtype (0 f32, 1 bf16),
-// huge pages (0: 4 KiB pages, 1: madvise(MADV_HUGEPAGE)).
+// huge pages (0: 4 KiB pages, 1: madvise(MADV_HUGEPAGE)), next item fetched (KvAhead: 0 off, 1 on,
+// as the mixers run it).
 void BM_DecodeAttentionServed(benchmark::State& st) {
   const int seqs = int(st.range(0)), ctx = int(st.range(1)), nq = 3, hd = 64, heads = 4, bs = 64;
   const KvDtype dt = st.range(2) == 0 ? KvDtype::F32 : KvDtype::BF16;
@@ -168,7 +204,7 @@ void BM_DecodeAttentionServed(benchmark::State& st) {
   for (auto _ : st) {
     pool2.run([&](int thread, int nt) {
       const size_t n = size_t(seqs) * heads, b = n * size_t(thread) / size_t(nt), e = n * size_t(thread + 1) / size_t(nt);
-      for (size_t i = b; i < e; ++i) {
+      auto view = [&](size_t i) {
         const int s = int(i / heads), g = int(i % heads);
         PagedKv kv;
         kv.k = pool.data() + size_t(g) * bs * head_row;
@@ -178,8 +214,13 @@ void BM_DecodeAttentionServed(benchmark::State& st) {
         kv.block_size = bs;
         kv.block_table = table.data() + size_t(s) * per_seq;
         kv.dtype = dt;
+        return kv;
+      };
+      const bool ahead = st.range(4) != 0;
+      for (size_t i = b; i < e; ++i) {
+        const PagedKv kv = view(i), next = view(i + 1);  // the item this thread takes next
         attention_decode(q.data() + i * nq * hd, nq, hd, hd, 0.125f, kv, ctx, out.data() + i * nq * hd,
-                         scratch[size_t(thread)].data());
+                         scratch[size_t(thread)].data(), ahead && i + 1 < e ? &next : nullptr, ctx);
       }
     });
     benchmark::DoNotOptimize(out.data());
@@ -187,7 +228,7 @@ void BM_DecodeAttentionServed(benchmark::State& st) {
   st.counters["kv_GB/s"] = benchmark::Counter(double(seqs) * heads * ctx * double(head_row),
                                               benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_DecodeAttentionServed)->ArgsProduct({{4, 16, 64, 256}, {640}, {0, 1}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_DecodeAttentionServed)->ArgsProduct({{1, 4, 16, 64, 256}, {640}, {0, 1}, {0, 1}, {0, 1}})->UseRealTime();
 
 KdaHeadIo head_io(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                   const std::vector<float>& g, const std::vector<float>& b, std::vector<float>& o, int d) {

@@ -13,7 +13,8 @@
 //   [DS_BENCH_ACTIVATION_DTYPE=f32|bf16] build/bench/spec/spec_bench TARGET_DIR DRAFT_DIR
 //   [concurrencies=1,4,16,64] [new_tokens=256] [prompt=64] [threads=0]
 // DS_BENCH_ACTIVATION_DTYPE: how activations meet bf16 weights, target and draft alike (serve
-// --activation-dtype); every figure of a run uses it.
+// --activation-dtype); every figure of a run uses it. DS_BENCH_PROFILE_STEPS=N: each engine run
+// logs its step profile every N steps (engine/step_profile.h), to see where a round goes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -125,6 +126,7 @@ Run engine_run(const std::string& target, const SpecOptions& spec, int c, int pr
   ec.threads = threads;
   ec.prefix.enabled = false;
   ec.activation_dtype = bench_activation_dtype();
+  if (const char* p = std::getenv("DS_BENCH_PROFILE_STEPS")) ec.profile_steps = std::atoi(p);
   ec.spec = spec;
   Engine engine(Model::load(target, threads), ec);
   std::vector<std::shared_ptr<RequestStream>> streams;

@@ -39,13 +39,13 @@ void PagedKv::value_f32(int pos, int n, float* out) const { kv_load_row(dtype, v
 
 DS_MULTIVERSION void attention_partition(const float* q, int nq, int dk, int dv, float scale,
                                          const PagedKv& kv, int t0, int t1, float* o_part,
-                                         float* lse, float* scores) {
+                                         float* lse, float* scores, const KvAhead& ahead) {
   const int n = t1 - t0;
   static const bool avx512 = active_isa() == Isa::Avx512;
   size_t off[kAttnPartition];  // the rows' byte offsets (n <= kAttnPartition)
   if (avx512) {
     detail::attention_row_offsets(kv, t0, n, off);
-    detail::attention_scores_avx512(q, nq, dk, scale, kv, off, n, scores);
+    detail::attention_scores_avx512(q, nq, dk, scale, kv, off, n, scores, ahead);
   } else {
     // Each key row is loaded once and dotted with every head's query. The dot keeps kDotLanes
     // independent partial sums: one running sum is a serial dependency the compiler may not
@@ -142,12 +142,18 @@ size_t attention_scratch_floats(int nq, int dv, int n_ctx) {
 }
 
 void attention_decode(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
-                      int n_ctx, float* out, float* scratch) {
+                      int n_ctx, float* out, float* scratch, const PagedKv* next, int next_ctx) {
   const int R = (n_ctx + kAttnPartition - 1) / kAttnPartition;
   float* scores = scratch;
+  // Partition r fetches r + 1; the last fetches the next item's first.
+  auto ahead_of = [&](int r) {
+    if (r + 1 < R) return KvAhead{&kv, (r + 1) * kAttnPartition, std::min(n_ctx, (r + 2) * kAttnPartition) - (r + 1) * kAttnPartition};
+    if (next && next_ctx > 0) return KvAhead{next, 0, std::min(next_ctx, kAttnPartition)};
+    return KvAhead{};
+  };
   if (R == 1) {  // one partition is already normalised; its lse is not needed
     float lse[256];
-    attention_partition(q, nq, dk, dv, scale, kv, 0, n_ctx, out, lse, scores);
+    attention_partition(q, nq, dk, dv, scale, kv, 0, n_ctx, out, lse, scores, ahead_of(0));
     return;
   }
   float* parts = scores + size_t(nq) * kAttnPartition;
@@ -155,7 +161,7 @@ void attention_decode(const float* q, int nq, int dk, int dv, float scale, const
   for (int r = 0; r < R; ++r) {
     const int t0 = r * kAttnPartition, t1 = std::min(n_ctx, t0 + kAttnPartition);
     attention_partition(q, nq, dk, dv, scale, kv, t0, t1, parts + size_t(r) * size_t(nq) * size_t(dv),
-                        lses + size_t(r) * size_t(nq), scores);
+                        lses + size_t(r) * size_t(nq), scores, ahead_of(r));
   }
   merge_partitions(parts, lses, R, nq, dv, out, nullptr);
 }
@@ -172,7 +178,7 @@ namespace {
 // and ignored: a score does not depend on the others beside it), then each row's softmax and
 // value sums over its own length, as attention_partition does; then each row's merge.
 void decode_rows_together(const float* q, size_t q_stride, int T, int nq, int dk, int dv, float scale,
-                          const PagedKv& kv, int n_ctx0, float* out, size_t o_stride, float* scratch) {
+                          const PagedKv& kv, int n_ctx0, float* out, size_t o_stride, float* scratch, const KvAhead& after) {
   const int n_last = n_ctx0 + T - 1;
   const int R = (n_last + kAttnPartition - 1) / kAttnPartition;
   const size_t Q = size_t(T) * size_t(nq), head_out = size_t(nq) * size_t(dv);
@@ -188,8 +194,10 @@ void decode_rows_together(const float* q, size_t q_stride, int T, int nq, int dk
     const int first = std::max(0, t0 + 1 - n_ctx0);  // the first row whose context reaches t0
     const int n_max = std::min(n_last, t0 + kAttnPartition) - t0;
     detail::attention_row_offsets(kv, t0, n_max, off);
+    const KvAhead ahead = r + 1 < R ? KvAhead{&kv, t0 + kAttnPartition, std::min(n_last, t0 + 2 * kAttnPartition) - t0 - kAttnPartition}
+                                    : after;
     detail::attention_scores_avx512(qs + size_t(first) * size_t(nq) * size_t(dk), (T - first) * nq, dk, scale, kv, off, n_max,
-                                    scores + size_t(first) * size_t(nq) * kAttnPartition);
+                                    scores + size_t(first) * size_t(nq) * kAttnPartition, ahead);
     for (int j = first; j < T; ++j) {
       const int n = std::min(n_ctx0 + j, t0 + kAttnPartition) - t0;
       float* sj = scores + size_t(j) * size_t(nq) * kAttnPartition;
@@ -212,18 +220,24 @@ void decode_rows_together(const float* q, size_t q_stride, int T, int nq, int dk
 
 void attention_decode_rows(const float* q, size_t q_stride, int T, int nq, int dk, int dv, float scale,
                            const PagedKv& kv, int n_ctx0, float* out, size_t o_stride, float* scratch,
-                           size_t scratch_floats) {
+                           size_t scratch_floats, const PagedKv* next, int next_ctx) {
   static const bool avx512 = active_isa() == Isa::Avx512;
   for (int j0 = 0; j0 < T;) {
     int rows = T - j0;
     while (rows > 1 && attention_rows_scratch_floats(rows, nq, dk, dv, n_ctx0 + j0 + rows - 1) > scratch_floats) --rows;
+    // After these rows: the next group's first partition (this KV again), or the next item's.
+    const bool last = j0 + rows == T;
+    const PagedKv* after = last ? next : &kv;
+    const int after_ctx = last ? next_ctx : n_ctx0 + j0 + rows;
     if (!avx512 || rows == 1) {
-      attention_decode(q + size_t(j0) * q_stride, nq, dk, dv, scale, kv, n_ctx0 + j0, out + size_t(j0) * o_stride, scratch);
+      attention_decode(q + size_t(j0) * q_stride, nq, dk, dv, scale, kv, n_ctx0 + j0, out + size_t(j0) * o_stride, scratch,
+                       after, after_ctx);
       ++j0;
       continue;
     }
+    const KvAhead ahead = after && after_ctx > 0 ? KvAhead{after, 0, std::min(after_ctx, kAttnPartition)} : KvAhead{};
     decode_rows_together(q + size_t(j0) * q_stride, q_stride, rows, nq, dk, dv, scale, kv, n_ctx0 + j0,
-                         out + size_t(j0) * o_stride, o_stride, scratch);
+                         out + size_t(j0) * o_stride, o_stride, scratch, ahead);
     j0 += rows;
   }
 }

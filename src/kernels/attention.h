@@ -62,10 +62,20 @@ struct PagedKv {
 // Tokens per partition: fixed, so a sequence's result never depends on what it is batched with.
 constexpr int kAttnPartition = 256;
 
+// Rows [t0, t0 + n) of another view (n <= kAttnPartition), brought into L2 while a partition
+// computes: the next partition, or the first of the item a thread takes next. Decode attention
+// runs out of cache at concurrency; a partition's own prefetches start when it does, so its
+// arithmetic and its read took turns. Fetching the next one during this one keeps memory busy
+// the whole time (the AVX-512 path; the others ignore it). Never changes a result.
+struct KvAhead {
+  const PagedKv* kv = nullptr;  // nullptr: nothing to fetch
+  int t0 = 0, n = 0;
+};
+
 // One partition [t0, t1) for nq heads sharing a KV head: o_part[h] (normalised within the
 // partition) and lse[h] = log sum_t exp(score). scores: nq * kAttnPartition floats of scratch.
 void attention_partition(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
-                         int t0, int t1, float* o_part, float* lse, float* scores);
+                         int t0, int t1, float* o_part, float* lse, float* scores, const KvAhead& ahead = {});
 
 // LSE = log sum_r exp(lse_r); o = sum_r exp(lse_r - LSE) o_r. parts: [R][nq][dv], lses: [R][nq].
 void merge_partitions(const float* parts, const float* lses, int R, int nq, int dv, float* out,
@@ -73,8 +83,10 @@ void merge_partitions(const float* parts, const float* lses, int R, int nq, int 
 
 // Whole context [0, n_ctx) by partitions and merge. scratch: attention_scratch_floats(nq, dv, n_ctx).
 size_t attention_scratch_floats(int nq, int dv, int n_ctx);
+// next (optional): the KV and context of the item this thread computes next, whose first
+// partition is fetched during this item's last (KvAhead).
 void attention_decode(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
-                      int n_ctx, float* out, float* scratch);
+                      int n_ctx, float* out, float* scratch, const PagedKv* next = nullptr, int next_ctx = 0);
 
 // Decode attention for T consecutive query rows of one sequence (a speculative chunk being
 // verified): row j (q + j * q_stride, nq heads dk apart) sees the context [0, n_ctx0 + j) and
@@ -84,9 +96,10 @@ void attention_decode(const float* q, int nq, int dk, int dv, float scale, const
 // row. As many rows go together as scratch_floats holds (attention_rows_scratch_floats); with
 // room for one, or off AVX-512, the rows run one by one through attention_decode.
 size_t attention_rows_scratch_floats(int rows, int nq, int dk, int dv, int n_ctx_last);
+// next / next_ctx: as attention_decode's.
 void attention_decode_rows(const float* q, size_t q_stride, int T, int nq, int dk, int dv, float scale,
                            const PagedKv& kv, int n_ctx0, float* out, size_t o_stride, float* scratch,
-                           size_t scratch_floats);
+                           size_t scratch_floats, const PagedKv* next = nullptr, int next_ctx = 0);
 
 // Causal attention for a chunk of T consecutive query tokens of one sequence, at positions
 // [start, start + T), over the context [0, start + T): the prefill path. Tiles of queries (all

@@ -11,8 +11,9 @@ namespace ds::detail {
 void attention_row_offsets(const PagedKv& kv, int t0, int n, size_t* off);
 // scores[h * kAttnPartition + t] = scale * q_h . key(t0 + t), for t in [0, n); off from
 // attention_row_offsets.
+// ahead: rows fetched into L2 on the way (KvAhead), spread over the pass.
 void attention_scores_avx512(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n,
-                             float* scores);
+                             float* scores, const KvAhead& ahead = {});
 // Per head h: lse[h] = log sum_t exp(scores[h][t]), and scores[h][t] becomes the normalised
 // probability, for t in [0, n). 16 scores at a time: the scalar loop's running max and sum are
 // serial reductions the compiler may not reorder, and one exp per score made the softmax most of

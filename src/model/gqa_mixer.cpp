@@ -102,12 +102,9 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
   const float scale = 1.f / std::sqrt(float(hd_));
   AttnItem* items = nullptr;
   const int n_items = plan_attention(*ctx.batch, nkv_, group, arena, &items);
-  auto attend = [&](int i, int thread) {
-    const AttnItem& it = items[i];
-    const SeqChunk& sc = seqs[size_t(it.seq)];
-    const int g = it.group;
+  auto view = [&](const AttnItem& it) {
     PagedKv kv;
-    kv.k = kv_pool + size_t(g) * head_stride;
+    kv.k = kv_pool + size_t(it.group) * head_stride;
     kv.v = kv.k + size_t(hd_) * esize;
     if (kv_has_scales(dt)) {
       kv.k_scale = kv.k + scales_at;
@@ -116,20 +113,39 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     kv.block_stride = block_stride;
     kv.token_stride = head_row;
     kv.block_size = block_size;
-    kv.block_table = sc.block_table;
+    kv.block_table = seqs[size_t(it.seq)].block_table;
     kv.dtype = dt;
+    return kv;
+  };
+  auto attend = [&](int i, int after, int thread) {
+    const AttnItem& it = items[i];
+    const SeqChunk& sc = seqs[size_t(it.seq)];
+    const int g = it.group;
+    const PagedKv kv = view(it);
+    // The item this thread takes next, when it reads its context as decode does: its first
+    // partition is fetched while this one computes (KvAhead).
+    PagedKv next;
+    int next_ctx = 0;
+    if (after >= 0) {
+      const SeqChunk& nc = seqs[size_t(items[after].seq)];
+      if (nc.num_tokens == 1 || nc.spec_lane >= 0) {
+        next = view(items[after]);
+        next_ctx = nc.start_pos + 1;
+      }
+    }
+    const PagedKv* next_kv = next_ctx > 0 ? &next : nullptr;
     const float* q = QKV + size_t(sc.token_offset) * qkv_w + size_t(g * group * hd_);
     float* o = O + size_t(sc.token_offset) * size_t(nh_ * hd_) + size_t(g * group * hd_);
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
     if (sc.num_tokens == 1)  // a decode row
-      attention_decode(q, group, hd_, hd_, scale, kv, sc.start_pos + 1, o, scratch);
+      attention_decode(q, group, hd_, hd_, scale, kv, sc.start_pos + 1, o, scratch, next_kv, next_ctx);
     else if (sc.spec_lane >= 0)  // a speculative chunk's rows, each as decode would give it
       attention_decode_rows(q, qkv_w, sc.num_tokens, group, hd_, hd_, scale, kv, sc.start_pos + 1, o, size_t(nh_ * hd_),
-                            scratch, (*ctx.thread_scratch)[size_t(thread)].size());
+                            scratch, (*ctx.thread_scratch)[size_t(thread)].size(), next_kv, next_ctx);
     else
       attention_prefill(q, qkv_w, it.t0, it.t1, sc.start_pos, group, hd_, hd_, scale, kv, o, size_t(nh_ * hd_), scratch);
   };
-  timed_into(ctx.kv_attention_seconds, [&] { parallel_items(ctx.pool, n_items, attend); });
+  timed_into(ctx.kv_attention_seconds, [&] { parallel_items_ahead(ctx.pool, n_items, attend); });
   matmul(O, size_t(nh_ * hd_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
 }
 

@@ -116,9 +116,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
   const int per_group = (nh_ + groups - 1) / groups;
   AttnItem* items = nullptr;
   const int n_items = plan_attention(*ctx.batch, groups, nh_, arena, &items);
-  auto attend = [&](int i, int thread) {
-    const AttnItem& it = items[i];
-    const SeqChunk& sc = seqs[size_t(it.seq)];
+  auto view = [&](const SeqChunk& sc) {
     PagedKv kv;
     kv.k = kv.v = kv_pool;
     if (kv_has_scales(dt)) kv.k_scale = kv.v_scale = kv_pool + scale_at;
@@ -127,21 +125,38 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     kv.block_size = block_size;
     kv.block_table = sc.block_table;
     kv.dtype = dt;
+    return kv;
+  };
+  auto attend = [&](int i, int after, int thread) {
+    const AttnItem& it = items[i];
+    const SeqChunk& sc = seqs[size_t(it.seq)];
+    const PagedKv kv = view(sc);
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
     const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
     float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);
     if (sc.num_tokens == 1 || sc.spec_lane >= 0) {  // a decode row, or a speculative chunk's rows
+      // The next item's latent rows are fetched while this one computes (KvAhead); another
+      // head group of the same sequence finds them in cache already.
+      PagedKv next;
+      int next_ctx = 0;
+      if (after >= 0 && items[after].seq != it.seq) {
+        const SeqChunk& nc = seqs[size_t(items[after].seq)];
+        if (nc.num_tokens == 1 || nc.spec_lane >= 0) {
+          next = view(nc);
+          next_ctx = nc.start_pos + 1;
+        }
+      }
       const int h0 = it.group * per_group, h1 = std::min(nh_, h0 + per_group);
       if (h0 < h1)
         attention_decode_rows(ql + size_t(h0) * lat, size_t(nh_) * lat, sc.num_tokens, h1 - h0, L_ + R_, L_, scale_, kv,
                               sc.start_pos + 1, ol + size_t(h0 * L_), size_t(nh_ * L_), scratch,
-                              (*ctx.thread_scratch)[size_t(thread)].size());
+                              (*ctx.thread_scratch)[size_t(thread)].size(), next_ctx > 0 ? &next : nullptr, next_ctx);
     } else if (it.group == 0) {  // prefill tiles carry all heads; other groups have nothing to do
       attention_prefill(ql, size_t(nh_) * lat, it.t0, it.t1, sc.start_pos, nh_, L_ + R_, L_, scale_, kv, ol,
                         size_t(nh_ * L_), scratch);
     }
   };
-  timed_into(ctx.kv_attention_seconds, [&] { parallel_items(ctx.pool, n_items, attend); });
+  timed_into(ctx.kv_attention_seconds, [&] { parallel_items_ahead(ctx.pool, n_items, attend); });
   // Values: each head's latent output mapped out by its half of kv_b_proj.
   parallel_items(ctx.pool, N * nh_, [&](int item, int) {
     const int t = item / nh_, hh = item % nh_;

@@ -27,6 +27,27 @@ void parallel_items(ThreadPool* pool, int count, F&& fn, double work_per_item = 
   });
 }
 
+// As parallel_items, with fn(i, next, thread) also told the item this thread takes after i
+// (-1: none), so it can fetch that item's data while computing this one. Each thread claims one
+// item ahead; the balance is as dynamic as parallel_items'.
+template <class F>
+void parallel_items_ahead(ThreadPool* pool, int count, F&& fn, double work_per_item = kParallelMinWork) {
+  if (count <= 0) return;
+  if (!pool || pool->size() == 1 || count == 1 || double(count) * work_per_item < kParallelMinWork) {
+    for (int i = 0; i < count; ++i) fn(i, i + 1 < count ? i + 1 : -1, 0);
+    return;
+  }
+  std::atomic<int> next{0};
+  pool->run([&](int thread, int) {
+    int i = next.fetch_add(1, std::memory_order_relaxed);
+    while (i < count) {
+      const int after = next.fetch_add(1, std::memory_order_relaxed);
+      fn(i, after < count ? after : -1, thread);
+      i = after;
+    }
+  });
+}
+
 // Per-token loops: `width` multiply-adds per token.
 template <class F>
 void parallel_rows(ThreadPool* pool, int rows, int width, F&& fn) {

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <vector>
+
+#include "model/parallel.h"
 
 namespace ds {
 namespace {
@@ -35,6 +38,29 @@ TEST(ThreadPool, ParallelForCoversTheRangeOnceInAlignedRanges) {
     });
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(hit[i].load(), 1) << "n=" << n << " item " << i;
   }
+}
+
+TEST(ThreadPool, ItemsAheadRunOnceAndNameTheItemTheirThreadTakesNext) {
+  // parallel_items_ahead: fn(i, after, thread) with `after` the item this same thread runs next
+  // (-1 after its last), so what fn fetches for it is used by the core that fetched it.
+  for (int threads : {1, 2, 3})
+    for (int count : {1, 2, 5, 64, 1000}) {
+      ThreadPool pool(threads);
+      std::vector<std::vector<std::pair<int, int>>> calls(static_cast<size_t>(threads));
+      std::mutex mu;
+      parallel_items_ahead(&pool, count, [&](int i, int after, int t) {
+        std::lock_guard<std::mutex> lock(mu);
+        calls[size_t(t)].push_back({i, after});
+      }, /*work_per_item=*/double(kParallelMinWork));
+      std::vector<int> hit(static_cast<size_t>(count), 0);
+      for (const auto& c : calls)
+        for (size_t j = 0; j < c.size(); ++j) {
+          ++hit[size_t(c[j].first)];
+          EXPECT_EQ(c[j].second, j + 1 < c.size() ? c[j + 1].first : -1)
+              << threads << " threads, " << count << " items: call " << j << " named the wrong next item";
+        }
+      for (int i = 0; i < count; ++i) ASSERT_EQ(hit[size_t(i)], 1) << "item " << i << " of " << count;
+    }
 }
 
 }  // namespace

@@ -259,6 +259,36 @@ TEST(Attention, DecodeRowsAreBitIdenticalToDecodingEachRow) {
   }
 }
 
+TEST(Attention, FetchingTheNextItemChangesNoResult) {
+  // Decode fetches the next partition, and after its last the next item's first (KvAhead): a
+  // request for memory only. Results with and without a next item, shorter or longer than this
+  // one (its share per key scored then above or below one row), must be the same bits.
+  for (KvDtype dt : {KvDtype::F32, KvDtype::BF16, KvDtype::Fp8E4M3})
+  for (const DecodeShape& s : {kDecodeShapes[0], kDecodeShapes[6], kDecodeShapes[8]})
+  for (auto [n_ctx, next_ctx] : {std::pair{1, 300}, {100, 600}, {600, 7}, {257, 256}}) {
+    DecodeCase c(s, n_ctx + 4, 64, unsigned(n_ctx + s.dk), dt), next(s, next_ctx, 64, unsigned(next_ctx), dt);
+    const size_t q_stride = size_t(s.nq) * size_t(s.dk), o_stride = size_t(s.nq) * size_t(s.dv);
+    std::vector<float> q(5 * q_stride);
+    std::mt19937 rng{unsigned(n_ctx)};
+    std::normal_distribution<float> nd;
+    for (auto& x : q) x = nd(rng);
+    const float scale = 1.f / std::sqrt(float(s.dk));
+    std::vector<float> scratch(std::max(attention_scratch_floats(s.nq, s.dv, n_ctx + 4),
+                                        attention_rows_scratch_floats(5, s.nq, s.dk, s.dv, n_ctx + 4)));
+    std::vector<float> plain(5 * o_stride), fetching(5 * o_stride);
+    attention_decode(q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, plain.data(), scratch.data());
+    attention_decode(q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, fetching.data(), scratch.data(), &next.kv, next_ctx);
+    ASSERT_EQ(0, std::memcmp(plain.data(), fetching.data(), o_stride * sizeof(float)))
+        << kv_dtype_name(dt) << " " << s.what << ": decode, context " << n_ctx << ", next " << next_ctx;
+    attention_decode_rows(q.data(), q_stride, 5, s.nq, s.dk, s.dv, scale, c.kv, n_ctx, plain.data(), o_stride,
+                          scratch.data(), scratch.size());
+    attention_decode_rows(q.data(), q_stride, 5, s.nq, s.dk, s.dv, scale, c.kv, n_ctx, fetching.data(), o_stride,
+                          scratch.data(), scratch.size(), &next.kv, next_ctx);
+    ASSERT_EQ(0, std::memcmp(plain.data(), fetching.data(), plain.size() * sizeof(float)))
+        << kv_dtype_name(dt) << " " << s.what << ": 5 rows, context " << n_ctx << ", next " << next_ctx;
+  }
+}
+
 TEST(Attention, PrefillMatchesReferenceAtWideLatentShapes) {
   // The prefill tile's value loop runs 64 columns at a time: 256 is four full chunks, 96 one full
   // and one partial. A chunk that continues a context crossing a 64-key block.

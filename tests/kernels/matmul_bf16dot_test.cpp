@@ -122,8 +122,10 @@ TEST(Matmul, Bf16ActivationKernelsAreBitIdenticalAcrossIsas) {
   // FMAs. On normal numbers (no subnormal weight, product or sum, which vdpbf16ps flushes) the
   // three agree bit for bit.
   const CpuFeatures& f = cpu_features();
-  for (int m : {1, 3, 8, 11})
-    for (auto nk : {std::pair{48, 64}, {40, 33}, {130, 258}}) {
+  // 9..64 rows take the streaming walk (strips of 3 panels, every 8-row block in turn); 200
+  // columns leave a strip of one panel.
+  for (int m : {1, 3, 8, 11, 16, 27, 64, 65})
+    for (auto nk : {std::pair{48, 64}, {40, 33}, {130, 258}, {200, 96}}) {
       const int n = nk.first, k = nk.second;
       Weights w = bf16_weights(n, k, unsigned(n * k + m));
       std::vector<float> x = activations(m, k, unsigned(m * k));
