@@ -1,16 +1,19 @@
 // Speculative decoding benchmark (docs/speculative-decoding.md, "Measured"). Not a test: it
 // prints figures and ratios. For one target + draft pair:
-//   1. step costs from Model::forward alone, at B sequences (B = each concurrency):
-//        t1  a B-row decode step of the target      td  the same of the draft
+//   1. step costs from Model::forward alone, at B sequences (B = each concurrency), sampled in
+//      turn so drift on a shared machine moves them together:
+//        t1  a B-row decode step of the target
 //        tv  B verify chunks of K+1 rows (the target's speculative step)
-//      c = td / t1 (the draft's cost per proposed token), v = tv / t1 - 1 (the verify's extra);
-//      ideal speedup AL / (1 + K c + v).
+//        the K draft forwards of a round, right after the verify step as the engine runs them
+//      c = those K forwards / (K t1) (the draft's cost per proposed token, its cold first forward
+//      included), v = tv / t1 - 1 (the verify's extra); ideal speedup AL / (1 + K c + v).
 //   2. the engine at each concurrency, greedy, synthetic acceptance: steady-state decode tok/s
 //      without speculation and with (K, AL) = (7, 3.84) and (3, 3.00) (the golden curve's), the
-//      speedup, and measured / ideal.
+//      speedup, and measured / ideal. Runs go in turn (base, K 7, K 3, base, ...),
+//      DS_BENCH_REPEATS times (default 3); medians are printed.
 //   3. lanes vs replay at K 3 and 7, concurrency 1: rollback bytes per sequence and tok/s.
 // Run:
-//   [DS_BENCH_ACTIVATION_DTYPE=f32|bf16] build/bench/spec/spec_bench TARGET_DIR DRAFT_DIR
+//   [DS_BENCH_ACTIVATION_DTYPE=f32|bf16] [DS_BENCH_REPEATS=3] build/bench/spec/spec_bench TARGET_DIR DRAFT_DIR
 //   [concurrencies=1,4,16,64] [new_tokens=256] [prompt=64] [threads=0]
 // DS_BENCH_ACTIVATION_DTYPE: how activations meet bf16 weights, target and draft alike (serve
 // --activation-dtype); every figure of a run uses it. DS_BENCH_PROFILE_STEPS=N: each engine run
@@ -19,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -81,34 +85,78 @@ struct StepRig {
     model->forward({toks, chunks}, logits.data());
   }
 
-  // Median seconds of a step with `rows` tokens per sequence at the prompt's end (speculative
-  // chunks when rows > 1; the committed state is untouched, so every repetition is the same).
-  double step(int seqs, int rows, int reps = 40) {
+  // Seconds of one step with `rows` tokens per sequence at the prompt's end (speculative chunks
+  // when rows > 1; the committed state is untouched, so every repetition is the same step).
+  double once(int seqs, int rows) {
+    Batch& b = batches[rows];
+    if (b.chunks.empty()) {
+      for (int s = 0; s < seqs; ++s) {
+        SeqChunk c;
+        c.slot = s;
+        c.block_table = tables[size_t(s)].data();
+        c.start_pos = prompt;
+        c.num_tokens = rows;
+        c.token_offset = int32_t(b.toks.size());
+        c.num_logits = rows;
+        c.spec_lane = rows > 1 ? 0 : -1;
+        for (int i = 0; i < rows; ++i) b.toks.push_back(int32_t((i * 7 + s + 3) % vocab));
+        b.chunks.push_back(c);
+      }
+      b.logits.resize(size_t(seqs * rows) * size_t(vocab));
+    }
+    const auto t0 = SteadyClock::now();
+    model->forward({b.toks, b.chunks}, b.logits.data());
+    return seconds_since(t0);
+  }
+
+ private:
+  struct Batch {
     std::vector<int32_t> toks;
     std::vector<SeqChunk> chunks;
-    for (int s = 0; s < seqs; ++s) {
-      SeqChunk c;
-      c.slot = s;
-      c.block_table = tables[size_t(s)].data();
-      c.start_pos = prompt;
-      c.num_tokens = rows;
-      c.token_offset = int32_t(toks.size());
-      c.num_logits = rows;
-      c.spec_lane = rows > 1 ? 0 : -1;
-      for (int i = 0; i < rows; ++i) toks.push_back(int32_t((i * 7 + s + 3) % vocab));
-      chunks.push_back(c);
-    }
-    std::vector<float> logits(size_t(seqs * rows) * size_t(vocab));
-    std::vector<double> t;
-    for (int r = 0; r < reps + 3; ++r) {
-      const auto t0 = SteadyClock::now();
-      model->forward({toks, chunks}, logits.data());
-      if (r >= 3) t.push_back(seconds_since(t0));
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
+    std::vector<float> logits;
+  };
+  std::map<int, Batch> batches;
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// The step costs of one concurrency, sampled in turn so that drift on a shared machine moves
+// them together: a decode step (t1), and per K a verify step followed by the K draft forwards
+// of a round, as the engine runs them (the first finds the draft's weights pushed out of cache
+// by the target's step, which a draft timed in a loop of its own would not show).
+struct StepCosts {
+  double t1 = 0, td = 0;  // td: a draft forward, the mean over a K = 7 round
+  double tv[2] = {}, draft[2] = {};  // per K of kPoints: the verify step, the round's draft forwards
+};
+StepCosts measure_costs(StepRig& tr, StepRig& dr, int b, const int (&ks)[2], int reps = 40) {
+  std::vector<double> t1, tv[2], dk[2];
+  for (int r = 0; r < reps + 3; ++r) {
+    const double a = tr.once(b, 1);
+    double v[2], d[2];
+    for (int i = 0; i < 2; ++i) {
+      v[i] = tr.once(b, ks[i] + 1);
+      d[i] = 0;
+      for (int j = 0; j < ks[i]; ++j) d[i] += dr.once(b, 1);
+    }
+    if (r < 3) continue;  // warm-up
+    t1.push_back(a);
+    for (int i = 0; i < 2; ++i) {
+      tv[i].push_back(v[i]);
+      dk[i].push_back(d[i]);
+    }
+  }
+  StepCosts c;
+  c.t1 = median(t1);
+  for (int i = 0; i < 2; ++i) {
+    c.tv[i] = median(tv[i]);
+    c.draft[i] = median(dk[i]);
+  }
+  c.td = c.draft[0] / ks[0];
+  return c;
+}
 
 struct Run {
   double tok_s = 0;   // steady-state decode tokens per second, all streams together
@@ -118,7 +166,10 @@ struct Run {
 
 // Concurrency c, greedy, every stream `new_tokens` long: tokens arriving while all c streams
 // decode (after the last first token, before the first stream ends), over that window.
-Run engine_run(const std::string& target, const SpecOptions& spec, int c, int prompt, int new_tokens, int threads) {
+// seed: the requests' (synthetic acceptance draws from each request's stream): repeats with
+// other seeds sample the acceptance distribution again instead of replaying one draw.
+Run engine_run(const std::string& target, const SpecOptions& spec, int c, int prompt, int new_tokens, int threads,
+               uint64_t seed = 0) {
   EngineConfig ec;
   ec.max_num_seqs = c;
   ec.max_num_batched_tokens = std::max(2048, c * 17);
@@ -136,6 +187,7 @@ Run engine_run(const std::string& target, const SpecOptions& spec, int c, int pr
     r.max_tokens = new_tokens;
     r.ignore_eos = true;
     r.sampling.temperature = 0;
+    r.sampling.seed = seed * 1000 + uint64_t(i);
     streams.push_back(engine.submit(std::move(r)));
   }
   // One reader polls every stream each 10 ms instead of a thread per stream woken per token:
@@ -196,6 +248,10 @@ int main_impl(int argc, char** argv) {
   const int threads = argc > 6 ? std::atoi(argv[6]) : 0;
   struct Point { int k; double al; };
   const Point points[] = {{7, 3.84}, {3, 3.00}};
+  const int ks[2] = {points[0].k, points[1].k};
+  // Engine runs per configuration, in turn (base, K 7, K 3, base, ...): medians of each.
+  const char* reps_env = std::getenv("DS_BENCH_REPEATS");
+  const int repeats = std::max(1, reps_env ? std::atoi(reps_env) : 3);
 
   std::printf("target %s\ndraft  %s\nactivation dtype %s\n", target.c_str(), draft.c_str(),
               std::string(activation_dtype_name(bench_activation_dtype())).c_str());
@@ -205,37 +261,56 @@ int main_impl(int argc, char** argv) {
     std::printf("decode weight bytes: target %zu, draft %zu (byte ratio %.4f)\n\n", t->decode_weight_bytes(),
                 d->decode_weight_bytes(), double(d->decode_weight_bytes()) / double(t->decode_weight_bytes()));
   }
-  std::printf("## step costs (Model::forward, median of 40)\n");
-  std::printf("%4s %10s %10s %8s | %4s %10s %7s | %4s %10s %7s\n", "B", "t1 ms", "td ms", "c", "K", "tv ms", "v", "K", "tv ms", "v");
-  struct Costs { double c, v7, v3; };
+  std::printf("## step costs (Model::forward, medians of 40 samples taken in turn)\n");
+  std::printf("c = a round's K draft forwards (right after the target's step) / (K t1); v = tv / t1 - 1\n");
+  std::printf("%4s %9s %9s | %3s %9s %7s %7s | %3s %9s %7s %7s\n", "B", "t1 ms", "td ms", "K", "tv ms", "c", "v", "K",
+              "tv ms", "c", "v");
+  struct Costs { double c[2], v[2]; };
   std::vector<Costs> costs;
   for (int b : conc) {
     StepRig tr(target, b, prompt, 8, threads);
     StepRig dr(draft, b, prompt, 8, threads, tr.model.get());
-    const double t1 = tr.step(b, 1), td = dr.step(b, 1), tv7 = tr.step(b, 8), tv3 = tr.step(b, 4);
-    costs.push_back({td / t1, tv7 / t1 - 1, tv3 / t1 - 1});
-    std::printf("%4d %10.3f %10.3f %8.4f | %4d %10.3f %7.3f | %4d %10.3f %7.3f\n", b, t1 * 1e3, td * 1e3, td / t1, 7,
-                tv7 * 1e3, tv7 / t1 - 1, 3, tv3 * 1e3, tv3 / t1 - 1);
+    const StepCosts m = measure_costs(tr, dr, b, ks);
+    Costs c;
+    for (int i = 0; i < 2; ++i) {
+      c.c[i] = m.draft[i] / (ks[i] * m.t1);
+      c.v[i] = m.tv[i] / m.t1 - 1;
+    }
+    costs.push_back(c);
+    std::printf("%4d %9.3f %9.3f | %3d %9.3f %7.4f %7.3f | %3d %9.3f %7.4f %7.3f\n", b, m.t1 * 1e3, m.td * 1e3, ks[0],
+                m.tv[0] * 1e3, c.c[0], c.v[0], ks[1], m.tv[1] * 1e3, c.c[1], c.v[1]);
   }
-  std::printf("\n## engine, greedy, synthetic acceptance: steady decode tok/s (all streams)\n");
+  std::printf("\n## engine, greedy, synthetic acceptance: steady decode tok/s (all streams), median of %d runs each,\n"
+              "## taken in turn; speedup: the median of each turn's spec / base\n", repeats);
   std::printf("%4s %10s | %4s %5s %10s %7s %7s %6s %7s\n", "C", "base", "K", "AL", "spec", "AL seen", "speedup", "ideal", "ratio");
   for (size_t i = 0; i < conc.size(); ++i) {
     const int c = conc[i];
-    const Run base = engine_run(target, SpecOptions{}, c, prompt, new_tokens, threads);
-    for (const Point& p : points) {
-      SpecOptions s;
-      s.draft_model = draft;
-      s.num_speculative_tokens = p.k;
-      s.method = SpecMethod::Greedy;
-      s.draft_sample = DraftSample::Greedy;
-      s.acceptance_length = p.al;
-      const Run r = engine_run(target, s, c, prompt, new_tokens, threads);
-      const double v = p.k == 7 ? costs[i].v7 : costs[i].v3;
-      // The ideal at the AL this run saw (rounds cut short near the end pull it below the curve's).
-      const double ideal = r.al / (1 + p.k * costs[i].c + v);
-      const double speedup = r.tok_s / base.tok_s;
-      std::printf("%4d %10.1f | %4d %5.2f %10.1f %7.2f %7.2f %6.2f %7.2f\n", c, base.tok_s, p.k, p.al, r.tok_s, r.al,
-                  speedup, ideal, speedup / ideal);
+    std::vector<double> base, tok[2], al[2], ratio[2];
+    for (int r = 0; r < repeats; ++r) {
+      const double b = engine_run(target, SpecOptions{}, c, prompt, new_tokens, threads).tok_s;
+      base.push_back(b);
+      for (int p = 0; p < 2; ++p) {
+        SpecOptions s;
+        s.draft_model = draft;
+        s.num_speculative_tokens = points[p].k;
+        s.method = SpecMethod::Greedy;
+        s.draft_sample = DraftSample::Greedy;
+        s.acceptance_length = points[p].al;
+        const Run run = engine_run(target, s, c, prompt, new_tokens, threads, uint64_t(r));
+        tok[p].push_back(run.tok_s);
+        al[p].push_back(run.al);
+        ratio[p].push_back(run.tok_s / b);
+      }
+    }
+    for (int p = 0; p < 2; ++p) {
+      // The ideal at the AL the runs saw (rounds cut short near the end pull it below the curve's).
+      const double seen = median(al[p]);
+      const double ideal = seen / (1 + points[p].k * costs[i].c[p] + costs[i].v[p]);
+      const double speedup = median(ratio[p]);
+      std::printf("%4d %10.1f | %4d %5.2f %10.1f %7.2f %7.2f %6.2f %7.2f   runs (speedup @ AL seen):", c, median(base),
+                  points[p].k, points[p].al, median(tok[p]), seen, speedup, ideal, speedup / ideal);
+      for (int r = 0; r < repeats; ++r) std::printf(" %.2f@%.2f", ratio[p][size_t(r)], al[p][size_t(r)]);
+      std::printf("\n");
       std::fflush(stdout);
     }
   }

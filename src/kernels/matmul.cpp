@@ -1,7 +1,6 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -99,9 +98,16 @@ void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t 
                                     : &detail::matmul_panels_scalar;
   const int panels = w.n_pad / 16;
   // Below about a million multiply-adds (~50 us on one core) waking a second thread costs more
-  // than it saves, and on a busy machine a descheduled worker can stall the whole step.
+  // than it saves, and on a busy machine a descheduled worker can stall the whole step. But a
+  // decode row's time is its weight's read, not its arithmetic, and one core streams at about
+  // half the socket's rate: from 256 KiB (~13 us for one core) the read is split too. A decode
+  // step of bench-100m-dense read its attention projections (under a million multiply-adds
+  // each) at 24 GB/s on one thread beside its FFN's 50 on two; with them split, `generate`
+  // decoded at a median 323 tok/s against 242 (8 runs each, in turn; 512 KiB: 283).
   constexpr double kParallelMinMacs = 1 << 20;
-  const bool parallel = pool && pool->size() > 1 && double(m) * double(w.n) * double(w.k) >= kParallelMinMacs;
+  constexpr size_t kParallelMinBytes = size_t(256) << 10;
+  const bool parallel = pool && pool->size() > 1 &&
+                        (double(m) * double(w.n) * double(w.k) >= kParallelMinMacs || w.bytes() >= kParallelMinBytes);
   if (w.quant != QuantFormat::None) {
     // The activations as int8 blocks first, into this thread's scratch: it grows to the largest
     // step's rows once, then the step loop allocates nothing.

@@ -70,15 +70,18 @@ TEST(Matmul, RowsAreIndependentOfBatchSize) {
 }
 
 TEST(Matmul, ThreadedSplitEqualsOneThreadAboveTheForkThreshold) {
-  // matmul forks only at m * n * k >= 2^20 multiply-adds (kParallelMinMacs in matmul.cpp), so the
-  // test above never splits. These shapes do, and are the real ones: bench-100m's 768-wide
-  // projections and 2048-wide FFN, for one decode row and a small batch. A row's result must be
-  // bit-identical whether its panels are split across 2 or 3 threads or computed on one, and
-  // whatever rows share the call (the 3-thread pool splits 2048 / 16 = 128 panels unevenly).
+  // matmul forks only at m * n * k >= 2^20 multiply-adds or a weight of 256 KiB or more
+  // (kParallelMinMacs, kParallelMinBytes in matmul.cpp), so the test above never splits. These
+  // shapes do, and are the real ones: bench-100m's 768-wide projections and 2048-wide FFN, for
+  // one decode row and a small batch, and a key projection forked for its bytes alone. A row's
+  // result must be bit-identical whether its panels are split across 2 or 3 threads or computed
+  // on one, and whatever rows share the call (the 3-thread pool splits 2048 / 16 = 128 panels
+  // unevenly).
   struct Shape { int n, k, m; };
   for (DType dt : {DType::BF16, DType::F32})
-    for (const Shape s : {Shape{2048, 768, 1}, Shape{768, 2048, 1}, Shape{768, 768, 13}, Shape{1000, 300, 9}}) {
-      ASSERT_GE(double(s.m) * s.n * s.k, double(1 << 20)) << "below the fork threshold";
+    for (const Shape s : {Shape{2048, 768, 1}, Shape{768, 2048, 1}, Shape{768, 768, 13}, Shape{1000, 300, 9}, Shape{256, 768, 1}}) {
+      ASSERT_TRUE(double(s.m) * s.n * s.k >= double(1 << 20) || size_t(s.n) * s.k * dtype_size(dt) >= (size_t(256) << 10))
+          << "below the fork thresholds";
       std::mt19937 rng(s.n + s.k + s.m);
       std::normal_distribution<float> nd;
       std::vector<float> w32(size_t(s.n) * s.k);
