@@ -62,7 +62,7 @@ struct PagedKv {
 // Tokens per partition: fixed, so a sequence's result never depends on what it is batched with.
 constexpr int kAttnPartition = 256;
 
-// Rows [t0, t0 + n) of another view (n <= kAttnPartition), brought into L2 while a partition
+// Rows [t0, t0 + n) of another view (n <= kAttnPartition), requested while a partition
 // computes: the next partition, or the first of the item a thread takes next. Decode attention
 // runs out of cache at concurrency; a partition's own prefetches start when it does, so its
 // arithmetic and its read took turns. Fetching the next one during this one keeps memory busy

@@ -186,10 +186,8 @@ constexpr int kPrefetchRows = 16;
 class AheadFetch {
  public:
   AheadFetch(const KvAhead& a, int dk, int n) : a_(a), n_(std::max(n, 1)) {
-    if (!a_.kv || a_.n <= 0) {
-      a_.n = 0;
-      return;
-    }
+    a_.n = a_.kv ? std::clamp(a_.n, 0, kAttnPartition) : 0;  // off_ holds one partition
+    if (a_.n == 0) return;
     attention_row_offsets(*a_.kv, a_.t0, a_.n, off_);
     key_bytes_ = size_t(dk) * kv_elem_bytes(a_.kv->dtype);
   }

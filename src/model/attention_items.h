@@ -19,6 +19,10 @@ struct AttnItem {
   int32_t group;  // KV head (GQA) or head group (MLA)
 };
 
+// A decode row or a speculative chunk: its rows attend as decode does (attention_decode /
+// attention_decode_rows over the whole context), one item per KV head or head group.
+inline bool attends_as_decode(const SeqChunk& sc) { return sc.num_tokens == 1 || sc.spec_lane >= 0; }
+
 // Returns the item count; items come from the arena.
 inline int plan_attention(const ForwardBatch& batch, int groups, int nq_per_group, Arena& arena, AttnItem** out) {
   const int tile = attention_prefill_tile(nq_per_group);

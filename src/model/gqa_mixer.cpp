@@ -128,7 +128,7 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     int next_ctx = 0;
     if (after >= 0) {
       const SeqChunk& nc = seqs[size_t(items[after].seq)];
-      if (nc.num_tokens == 1 || nc.spec_lane >= 0) {
+      if (attends_as_decode(nc)) {
         next = view(items[after]);
         next_ctx = nc.start_pos + 1;
       }

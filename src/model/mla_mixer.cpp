@@ -111,7 +111,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
   // heads together.
   const int threads = ctx.pool ? ctx.pool->size() : 1;
   int row_items = 0;  // decode rows and speculative chunks (one item each), and prefill tokens
-  for (const SeqChunk& sc : seqs) row_items += sc.num_tokens == 1 || sc.spec_lane >= 0 ? 1 : sc.num_tokens;
+  for (const SeqChunk& sc : seqs) row_items += attends_as_decode(sc) ? 1 : sc.num_tokens;
   const int groups = row_items >= 2 * threads ? 1 : std::min(nh_, threads);
   const int per_group = (nh_ + groups - 1) / groups;
   AttnItem* items = nullptr;
@@ -134,14 +134,14 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
     const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
     float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);
-    if (sc.num_tokens == 1 || sc.spec_lane >= 0) {  // a decode row, or a speculative chunk's rows
+    if (attends_as_decode(sc)) {  // a decode row, or a speculative chunk's rows
       // The next item's latent rows are fetched while this one computes (KvAhead); another
       // head group of the same sequence finds them in cache already.
       PagedKv next;
       int next_ctx = 0;
       if (after >= 0 && items[after].seq != it.seq) {
         const SeqChunk& nc = seqs[size_t(items[after].seq)];
-        if (nc.num_tokens == 1 || nc.spec_lane >= 0) {
+        if (attends_as_decode(nc)) {
           next = view(nc);
           next_ctx = nc.start_pos + 1;
         }
