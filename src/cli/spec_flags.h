@@ -15,6 +15,7 @@ struct SpecFlags {
   int window = 0;
   std::string method = "block", verify, draft_sample = "probabilistic", rollback = "lanes";
   double al = 0;
+  double confidence = 0;
   std::string golden;
   SuffixOptions suffix;
 };
@@ -42,6 +43,10 @@ inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
       ->capture_default_str();
   cmd->add_option("--spec-acceptance-length", f->al,
                   "Benchmarks only: accept this mean number of tokens per round whatever the target says");
+  cmd->add_option("--draft-confidence-threshold", f->confidence,
+                  "Parallel drafter only: end a round where its confidence head puts the chance that the "
+                  "drafted prefix survives below this (0: off; in [0, 1))")
+      ->capture_default_str();
   cmd->add_option("--golden-al", f->golden, "Benchmarks only: read the acceptance length for K from this golden curve (YAML)");
 }
 
@@ -77,6 +82,7 @@ inline SpecOptions spec_options_of(const SpecFlags& f) {
     o.method = verifier("--spec-method", f.method, ", suffix");
   }
   o.suffix = f.suffix;
+  o.confidence_threshold = f.confidence;
   o.draft_sample = parse_draft_sample(f.draft_sample);
   o.state_rollback = f.rollback;
   o.window = f.window;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "spec/dspark_config.h"
 
 namespace ds {
 
@@ -52,7 +53,11 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
          std::to_string(mc.max_position_embeddings));
   if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
   resolve_spec_options(&c->spec);
-  if (c->spec.has_draft_model() && !draft) fail("--draft-model is set but no draft model was loaded");
+  const bool parallel = c->spec.has_draft_model() && is_dspark_dir(c->spec.draft_model);
+  if (c->spec.has_draft_model() && !draft && !parallel) fail("--draft-model is set but no draft model was loaded");
+  if (c->spec.confidence_threshold != 0 && !parallel)
+    fail("--draft-confidence-threshold needs a parallel drafter (--draft-model whose model_type is " +
+         std::string(kDSparkModelType) + ")");
   if (draft) {
     check_draft_matches(model, *draft);
     const int dmax = draft->config().max_position_embeddings;

@@ -57,7 +57,8 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   DS_CHECK(model_ != nullptr, "engine: no model");
   // The draft runs on the target's threads (one pool: the two never spin against each other).
   std::unique_ptr<Model> draft;
-  if (cfg_.spec.has_draft_model()) draft = Model::load_sharing_threads(cfg_.spec.draft_model, *model_);
+  const bool parallel = cfg_.spec.has_draft_model() && is_dspark_dir(cfg_.spec.draft_model);
+  if (cfg_.spec.has_draft_model() && !parallel) draft = Model::load_sharing_threads(cfg_.spec.draft_model, *model_);
   model_->set_kv_dtype(cfg_.kv_cache_dtype);
   if (draft) draft->set_kv_dtype(cfg_.kv_cache_dtype);
   model_->set_activation_dtype(cfg_.activation_dtype);
@@ -65,20 +66,32 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   resolve_engine_config(&cfg_, *model_, draft.get());
   vocab_ = model_->config().vocab_size;
   const RuntimeLimits limits = runtime_limits(cfg_);
-  model_->allocate(limits);
   const int K = cfg_.spec.num_speculative_tokens;
+  if (parallel) {
+    pdrafter_ = std::make_unique<ParallelDrafter>(cfg_.spec.draft_model, *model_, cfg_.spec.draft_sample, K,
+                                                  cfg_.spec.confidence_threshold);
+    pdrafter_->set_activation_dtype(cfg_.activation_dtype);
+    model_->set_hidden_taps(pdrafter_->config().target_layer_ids);
+  }
+  model_->allocate(limits);
+  if (pdrafter_) {
+    pdrafter_->allocate(cfg_.max_num_seqs, limits.max_batch_tokens);
+    pjobs_.reserve(size_t(cfg_.max_num_seqs));
+  }
   profiler_ = std::make_unique<StepProfiler>(metrics_, cfg_.profile_steps);
   if (draft) {
     drafter_ = std::make_unique<Drafter>(std::move(draft), cfg_.spec.draft_sample, K);
     drafter_->allocate(limits);
     spec_memory_ = std::make_unique<SpecCacheMemory>(*model_, drafter_->model(), cfg_.block_size);
+    jobs_.reserve(size_t(cfg_.max_num_seqs));
+  }
+  if (drafter_ || pdrafter_) {
     if (cfg_.spec.synthetic()) {
       synthetic_ = std::make_unique<SyntheticAcceptance>(cfg_.spec.acceptance_length, K);
       metrics_.spec_synthetic->Add({{"source", cfg_.spec.acceptance_source}}).Set(cfg_.spec.acceptance_length);
     }
     if (cfg_.spec.draft_sample == DraftSample::Probabilistic)
       draft_probs_.resize(size_t(cfg_.max_num_seqs) * size_t(K) * size_t(vocab_));
-    jobs_.reserve(size_t(cfg_.max_num_seqs));
   }
   if (cfg_.spec.enabled()) {
     verifier_ = std::make_unique<Verifier>(vocab_);
@@ -268,7 +281,7 @@ void EngineLoop::step() {
   StepSample s;
   for (int p = 0; p < kStepPhases; ++p) s.phase[p] = secs(mark[p], mark[p + 1]);
   // Suffix proposals and auto's choice ran before the schedule: they count as drafting.
-  const double proposing = proposer_ || cost_ ? secs(mark[0], t_proposed) : 0.0;
+  const double proposing = proposer_ || cost_ || pdrafter_ ? secs(mark[0], t_proposed) : 0.0;
   s.phase[PhaseSchedule] -= proposing;
   s.phase[PhaseDraft] += proposing;
   s.forward = model_->last_profile();
@@ -307,9 +320,56 @@ void EngineLoop::step() {
   publish_counts();
 }
 
-void EngineLoop::plan_drafts() {
-  if (!proposer_ && !cost_) return;
+void EngineLoop::propose_parallel() {
+  // One draft forward for every decoding sequence that may speculate; the proposals then go
+  // where suffix drafting's go (Sequence::proposal), for the scheduler to plan verify chunks.
   const int K = cfg_.spec.num_speculative_tokens;
+  pjobs_.clear();
+  for (const auto& up : scheduler_->running()) {
+    Sequence* s = up.get();
+    s->proposal.clear();
+    if (s->pending() != 1 || s->req.processes_logits()) continue;
+    s->proposal.assign(size_t(K), 0);
+    ParallelDraftJob j;
+    j.slot = s->slot;
+    j.owner = s->stream->id();
+    j.token = s->tokens[size_t(s->num_computed)];
+    j.pos = s->num_computed;
+    j.k = K;
+    j.filter = filter_of(s->req.sampling);
+    Rng* rng = &s->rng;
+    j.uniform = [rng] { return rng->uniform(); };
+    j.tokens = s->proposal.data();
+    if (pdrafter_->keeps_probs(j.filter)) j.q = draft_probs_.data() + size_t(s->slot) * size_t(K) * size_t(vocab_);
+    pjobs_.push_back(std::move(j));
+  }
+  pdrafter_->propose(std::span<ParallelDraftJob>(pjobs_));
+  size_t at = 0;
+  for (const auto& up : scheduler_->running()) {
+    Sequence* s = up.get();
+    if (s->pending() != 1 || s->req.processes_logits()) continue;
+    s->proposal.resize(size_t(pjobs_[at++].proposed));
+  }
+}
+
+void EngineLoop::observe_committed(const StepPlan& plan) {
+  // The rows whose tokens are now committed, with their taps, become the drafter's context.
+  const float* taps = model_->hidden_taps();
+  const size_t width = pdrafter_->config().target_layer_ids.size() * size_t(model_->config().hidden_size);
+  pdrafter_->begin_observe();
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const SeqChunk& c = plan.chunks[i];
+    const int rows = plan.spec_k[i] > 0 ? plan.keep[i] : c.num_tokens;
+    if (rows > 0)
+      pdrafter_->add_observed(c.slot, plan.seqs[i]->stream->id(), c.start_pos, taps + size_t(c.token_offset) * width, rows);
+  }
+  pdrafter_->end_observe();
+}
+
+void EngineLoop::plan_drafts() {
+  if (!proposer_ && !cost_ && !pdrafter_) return;
+  const int K = cfg_.spec.num_speculative_tokens;
+  if (pdrafter_) propose_parallel();
   candidates_.clear();
   candidate_seqs_.clear();
   // The step as it would be without speculation: its rows, and the context they attend.
@@ -317,7 +377,7 @@ void EngineLoop::plan_drafts() {
   double base_work = 0;
   for (const auto& up : scheduler_->running()) {
     Sequence* s = up.get();
-    s->proposal.clear();
+    if (!pdrafter_) s->proposal.clear();
     s->spec_budget = 0;
     if (s->pending() != 1) {
       const int n = std::min(s->pending(), cfg_.max_num_batched_tokens);
@@ -333,6 +393,8 @@ void EngineLoop::plan_drafts() {
       s->proposal = proposer_->propose(s->stream->id(), s->tokens, K).tokens;
       max_k = int(s->proposal.size());
       if (max_k == 0) metrics_.spec_no_proposal->Increment();
+    } else if (pdrafter_) {
+      max_k = int(s->proposal.size());
     }
     s->spec_budget = max_k;
     if (cost_ && max_k > 0) {
@@ -436,6 +498,10 @@ void EngineLoop::calibrate_step_cost(const RuntimeLimits& limits) {
     // Until drafting is observed: a draft forward costs its share of the target's weight reads.
     const double share = double(drafter_->model().decode_weight_bytes()) / double(std::max<size_t>(model_->decode_weight_bytes(), 1));
     cost_->set_draft_cost(cost_->cost(1) * share);
+  } else if (pdrafter_) {
+    // One forward a round over its weights, and the target's LM head once per slot.
+    const double share = double(pdrafter_->model().weights_bytes()) / double(std::max<size_t>(model_->decode_weight_bytes(), 1));
+    cost_->set_draft_cost(cost_->cost(1) * share);
   }
   std::string curve;
   for (const auto& [r, t] : points) curve += " " + std::to_string(r) + ":" + std::to_string(t * 1e3).substr(0, 6);
@@ -527,7 +593,7 @@ void EngineLoop::sample(const StepPlan& plan) {
       r.target_logits = lg;
       r.vocab = vocab_;
       r.filter = f;
-      if (drafter_ && drafter_->keeps_probs(f))
+      if ((drafter_ && drafter_->keeps_probs(f)) || (pdrafter_ && pdrafter_->keeps_probs(f)))
         r.draft_probs = draft_probs_.data() + size_t(plan.chunks[i].slot) * size_t(cfg_.spec.num_speculative_tokens) * size_t(vocab_);
       Rng* rng = &s->rng;
       const std::function<double()> uniform = [rng] { return rng->uniform(); };
@@ -603,6 +669,7 @@ void EngineLoop::accept(StepPlan& plan) {
     }
     ++c;
   }
+  if (pdrafter_) observe_committed(plan);
   if (rolled) metrics_.spec_rollback_seconds->Increment(std::chrono::duration<double>(Clock::now() - t0).count());
 }
 

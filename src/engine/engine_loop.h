@@ -37,6 +37,7 @@
 #include "model/model.h"
 #include "spec/draft_length.h"
 #include "spec/drafter.h"
+#include "spec/parallel_drafter.h"
 #include "spec/spec_memory.h"
 #include "spec/suffix_proposer.h"
 #include "spec/synthetic_acceptance.h"
@@ -68,6 +69,8 @@ class EngineLoop {
   void count_admissions(const StepPlan& plan);
   // Before the schedule: suffix proposals, and under auto each decoding sequence's draft length.
   void plan_drafts();
+  void propose_parallel();
+  void observe_committed(const StepPlan& plan);
   void count_chosen(const StepPlan& plan);
   void draft(StepPlan& plan);
   void forward(const StepPlan& plan);
@@ -121,6 +124,8 @@ class EngineLoop {
   // Speculative decoding (null / empty without it; drafter_ only with a draft model, proposer_
   // only with suffix drafting, cost_ and acceptance_ only under auto).
   std::unique_ptr<Drafter> drafter_;
+  std::unique_ptr<ParallelDrafter> pdrafter_;  // a parallel drafter instead (one forward a round)
+  std::vector<ParallelDraftJob> pjobs_;
   std::unique_ptr<SuffixProposer> proposer_;
   std::unique_ptr<StepCostModel> cost_;
   std::unique_ptr<AcceptanceModel> acceptance_;

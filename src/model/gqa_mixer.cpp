@@ -7,6 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kv_format.h"
+#include "kernels/rope.h"
 #include "model/attention_items.h"
 #include "model/parallel.h"
 
@@ -19,8 +20,7 @@ GqaMixer::GqaMixer(const ModelConfig& c, const WeightLoader& w)
                     {"self_attn.v_proj.weight", nkv_ * hd_}},
                    hidden_);
   o_proj_ = w.linear("self_attn.o_proj.weight", hidden_, nh_ * hd_);
-  for (int i = 0; i < hd_ / 2; ++i)
-    inv_freq_.push_back(float(1.0 / std::pow(double(theta_), double(2 * i) / double(hd_))));
+  inv_freq_ = rope_inv_freq(hd_, double(theta_));
 }
 
 size_t GqaMixer::temp_floats(int n) const {
@@ -42,27 +42,6 @@ size_t GqaMixer::kv_row_bytes(KvDtype dt) const { return size_t(nkv_) * head_row
 
 size_t GqaMixer::weight_bytes() const { return qkv_.bytes() + o_proj_.bytes(); }
 
-namespace {
-constexpr int kMaxRopeHalf = 256;  // config.cpp bounds head_dim at 512
-// Rotate-half RoPE: dims i and i + hd/2 form a pair rotated by pos * inv_freq[i]. The angles'
-// cosines and sines depend on the position only, so a token computes them once for all its heads
-// (`rope_angles`), in double as before, which keeps every rotated value bit-identical.
-void rope_angles(int hd, int pos, const float* inv_freq, float* cos_out, float* sin_out) {
-  for (int i = 0; i < hd / 2; ++i) {
-    const double a = double(pos) * double(inv_freq[i]);
-    cos_out[i] = float(std::cos(a));
-    sin_out[i] = float(std::sin(a));
-  }
-}
-void rope(float* v, int hd, const float* c, const float* s) {
-  const int half = hd / 2;
-  for (int i = 0; i < half; ++i) {
-    const float x0 = v[i], x1 = v[i + half];
-    v[i] = x0 * c[i] - x1 * s[i];
-    v[i + half] = x1 * c[i] + x0 * s[i];
-  }
-}
-}  // namespace
 
 void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size,
                        KvDtype dt) const {
@@ -86,7 +65,7 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     const int pos = ctx.token_pos[t];
     float c[kMaxRopeHalf], sn[kMaxRopeHalf];
     rope_angles(hd_, pos, inv_freq_.data(), c, sn);
-    for (int hh = 0; hh < nh_ + nkv_; ++hh) rope(row + size_t(hh * hd_), hd_, c, sn);
+    for (int hh = 0; hh < nh_ + nkv_; ++hh) rope_rotate(row + size_t(hh * hd_), hd_, c, sn);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
     std::byte* tok = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * head_row;
     const float* k_src = row + size_t(nh_ * hd_);  // every KV head's key, then every value

@@ -64,6 +64,10 @@ class HybridModel final : public Model {
   void commit_speculative(int slot, int keep) override;
   size_t rollback_bytes_per_slot() const override;
   const ForwardProfile& last_profile() const override { return profile_; }
+  void set_hidden_taps(const std::vector<int>& layers) override;
+  const float* hidden_taps() const override { return taps_.empty() ? nullptr : tap_rows_.data(); }
+  void embed(std::span<const int32_t> ids, float* out) const override;
+  void lm_head(const float* h, int rows, float* logits) const override;
 
  private:
   size_t step_floats(int n, int logit_rows) const;
@@ -99,6 +103,9 @@ class HybridModel final : public Model {
   std::vector<float> rollback_;
   Arena arena_;
   std::vector<std::vector<float>> thread_scratch_;
+  std::vector<int> taps_;          // layers whose output a drafter reads, in tap order
+  std::vector<int> tap_of_layer_;  // per layer: its index in taps_, or -1
+  std::vector<float> tap_rows_;    // [max_batch_tokens][taps][hidden]
 };
 
 HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool)
@@ -201,6 +208,31 @@ void HybridModel::set_activation_dtype(ActivationDtype a) {
   ds::set_activation_dtype(lm_head_, a);
 }
 
+void HybridModel::set_hidden_taps(const std::vector<int>& layers) {
+  DS_CHECK(!allocated_, "hidden taps are set before the runtime is allocated");
+  tap_of_layer_.assign(size_t(cfg_.num_layers), -1);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int l = layers[i];
+    DS_CHECK(l >= 0 && l < cfg_.num_layers, "hidden tap: layer " + std::to_string(l) + " is outside the target's layers [0, " +
+                                                std::to_string(cfg_.num_layers) + ")");
+    DS_CHECK(tap_of_layer_[size_t(l)] < 0, "hidden tap: layer " + std::to_string(l) + " is listed twice");
+    tap_of_layer_[size_t(l)] = int(i);
+  }
+  taps_ = layers;
+}
+
+void HybridModel::embed(std::span<const int32_t> ids, float* out) const {
+  const int H = cfg_.hidden_size;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    DS_CHECK(ids[i] >= 0 && ids[i] < cfg_.vocab_size, "embed: token " + std::to_string(ids[i]) + " outside the vocabulary");
+    row_to_f32(embed_.data(), embed_dtype_, size_t(ids[i]), H, out + i * size_t(H));
+  }
+}
+
+void HybridModel::lm_head(const float* h, int rows, float* logits) const {
+  if (rows > 0) matmul(h, size_t(cfg_.hidden_size), lm_head_, logits, size_t(cfg_.vocab_size), rows, pool_.get());
+}
+
 void HybridModel::allocate(const RuntimeLimits& limits) {
   DS_CHECK(!allocated_, "model runtime already allocated");
   DS_CHECK(limits.max_seqs > 0 && limits.max_batch_tokens > 0 && limits.max_logit_rows > 0 &&
@@ -215,6 +247,7 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   states_ = reinterpret_cast<float*>(states_mem_.get());
   std::memset(states_, 0, state_bytes);
   rollback_.assign(rollback_bytes_per_slot() / 4 * size_t(limits.max_seqs), 0.f);
+  tap_rows_.assign(size_t(limits.max_batch_tokens) * taps_.size() * size_t(cfg_.hidden_size), 0.f);
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
   size_t scratch = 0;
   for (const Layer& L : layers_) {
@@ -282,7 +315,8 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   mark_part(ForwardProfile::Embed);
   // Each attention layer owns a contiguous region [num_kv_blocks][block_size][row] of the pool.
   const size_t layer_scale = size_t(limits_.block_size) * size_t(limits_.num_kv_blocks);
-  for (const Layer& L : layers_) {
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& L = layers_[li];
     const size_t mark = arena_.mark();
     parallel_rows(pool_.get(), N, H, [&](int t, int) {
       rmsnorm(x + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
@@ -318,6 +352,11 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     else L.dense->forward(ctx, h, x, N);
     mark_part(L.moe ? ForwardProfile::Moe : ForwardProfile::DenseFfn);
     arena_.rewind(mark);
+    if (!taps_.empty() && tap_of_layer_[li] >= 0) {
+      const size_t T = taps_.size(), at = size_t(tap_of_layer_[li]);
+      for (int t = 0; t < N; ++t)
+        std::memcpy(tap_rows_.data() + (size_t(t) * T + at) * size_t(H), x + size_t(t) * size_t(H), size_t(H) * sizeof(float));
+    }
   }
   // Final norm and LM head only for the rows whose logits were asked for.
   float* hl = arena_.alloc<float>(size_t(std::max(logit_rows, 1)) * size_t(H));
@@ -409,6 +448,12 @@ void check_model_path(const std::string& path) {
   DS_CHECK(std::filesystem::is_directory(path) || is_gguf_model(path), "model '" + path + "' is neither a folder nor a GGUF file");
 }
 }  // namespace
+
+void Model::set_hidden_taps(const std::vector<int>& layers) {
+  DS_CHECK(layers.empty(), "this model does not expose hidden states to a drafter");
+}
+void Model::embed(std::span<const int32_t>, float*) const { throw Error("this model does not share its embedding"); }
+void Model::lm_head(const float*, int, float*) const { throw Error("this model does not share its LM head"); }
 
 std::unique_ptr<Model> Model::load(const std::string& dir, int threads) {
   check_model_path(dir);

@@ -104,6 +104,17 @@ class Model : public CacheMemory {
   // accepted, so the committed KDA state becomes the state after them (keep 0 leaves it as it
   // was). KV rows need nothing: rows past the accepted ones are rewritten before they are read.
   virtual void commit_speculative(int slot, int keep) = 0;
+  // What a drafter on the target's hidden states reads (spec/parallel_drafter.h).
+  // Taps, set before allocate(): after each forward() the residual stream after each listed
+  // layer (0-based), for every row of the batch: [rows][taps][hidden] floats. None by default,
+  // and then forward() copies nothing.
+  virtual void set_hidden_taps(const std::vector<int>& layers);
+  virtual const float* hidden_taps() const { return nullptr; }
+  // The token embedding (rows as f32) and the LM head (on rows the caller has normed): the
+  // drafter shares them instead of holding copies.
+  virtual void embed(std::span<const int32_t> ids, float* out) const;
+  virtual void lm_head(const float* h, int rows, float* logits) const;
+
   // Bytes one slot holds for rollback beyond its committed state.
   virtual size_t rollback_bytes_per_slot() const = 0;
   // Where the last forward's time went (all zero for a model that does not measure it).

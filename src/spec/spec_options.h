@@ -52,6 +52,9 @@ struct SpecOptions {
   double acceptance_length = 0;      // 0: real acceptance
   std::string golden_al_file;
   std::string acceptance_source;     // "--spec-acceptance-length" or the golden file's path
+  // --draft-confidence-threshold: a parallel drafter (spec/parallel_drafter.h) ends a round
+  // where its confidence head puts the prefix's survival below this (0: off).
+  double confidence_threshold = 0;
 
   bool enabled() const { return !draft_model.empty() || source == DraftSource::Suffix; }
   bool has_draft_model() const { return source == DraftSource::Model && !draft_model.empty(); }

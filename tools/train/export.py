@@ -99,6 +99,21 @@ def greedy(m, tok, prompt, n_new=48, eos=()):
     return tok.decode(out)
 
 
+def training_summary(ck):
+    """Steps, tokens and minutes of the whole history: a run continued from exported models
+    (train.py --init-from) adds the earlier run's figures, which it kept in its checkpoint."""
+    init = ck.get("init")
+    prior = init or {"tokens": 0, "steps": 0, "minutes": 0.0}
+    out = {"steps": ck["step"] + prior["steps"], "tokens_seen": ck["tokens"] + prior["tokens"],
+           "minutes": round(ck["elapsed"] / 60 + prior["minutes"], 1),
+           "final": ck.get("final", False), "args": ck["args"]}
+    if init:
+        out["continued_from"] = init
+        out["this_run"] = {"steps": ck["step"], "tokens_seen": ck["tokens"],
+                           "minutes": round(ck["elapsed"] / 60, 1)}
+    return out
+
+
 def write_model(m, out_dir, tokenizer, eos_ids, bos_id):
     if os.path.isdir(out_dir):
         for f in ("model.safetensors", "config.json"):
@@ -158,9 +173,7 @@ def main():
         "eval_window": a.seq,
         "bits_per_byte": {"target": bt / nbytes, "draft": bd / nbytes, "unigram": uni / nbytes},
         "draft_target_top1_agreement": agree,
-        "training": {"steps": ck["step"], "tokens_seen": ck["tokens"],
-                     "minutes": round(ck["elapsed"] / 60, 1), "final": ck.get("final", False),
-                     "args": ck["args"]},
+        "training": training_summary(ck),
         "corpus": "tools/train/corpus.json",
         "reproduce": "tools/train/train.sh (see tools/train/README.md)",
         "export": f"/usr/bin/python3 tools/train/export.py --ckpt {a.ckpt} --data {a.data} "

@@ -107,6 +107,10 @@ def main():
     ap.add_argument("--ckpt-minutes", type=float, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init-from", default="",
+                    help="models root holding deltacoder/ and deltacoder-draft/: start from those "
+                         "exported weights (fresh optimizer and schedule) when no checkpoint exists; "
+                         "their metrics.json tokens count toward tokens_seen")
     ap.add_argument("--bench", type=int, default=0, help="time N steps and exit")
     ap.add_argument("--exit-after-minutes", type=float, default=0,
                     help="checkpoint and exit with status 3 after this much wall time (the caller "
@@ -124,6 +128,7 @@ def main():
     opt_t = torch.optim.AdamW(param_groups(target, a.wd), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     opt_d = torch.optim.AdamW(param_groups(draft, a.wd), lr=a.draft_lr, betas=(0.9, 0.95), eps=1e-8)
     step, elapsed, tokens = 0, 0.0, 0
+    init = None  # the run this one continues, if any (carried through checkpoints)
     rng = np.random.default_rng(a.seed)
     ckpt_path = os.path.join(a.ckpt_dir, "latest.pt")
     if a.resume and os.path.exists(ckpt_path):
@@ -134,8 +139,20 @@ def main():
         opt_t.load_state_dict(ck["opt_t"])
         opt_d.load_state_dict(ck["opt_d"])
         step, elapsed, tokens = ck["step"], ck["elapsed"], ck["tokens"]
+        init = ck.get("init")
         rng = np.random.default_rng(a.seed + step)
         print(f"resumed at step {step}, {elapsed / 60:.1f} min", flush=True)
+    elif a.init_from:
+        # Continue training shipped models (the checkpoint of their run is gone): the bf16 weights
+        # they were exported with are the starting point, the LR schedule warms up again.
+        for name, m, cfg in (("deltacoder", target, TARGET), ("deltacoder-draft", draft, DRAFT)):
+            d = os.path.join(a.init_from, name)
+            m.load_hf_state_dict(kl.st.load_dir(d), torch.float32)
+        with open(os.path.join(a.init_from, "deltacoder", "metrics.json")) as f:
+            prior = json.load(f)["training"]
+        init = {"from": a.init_from, "tokens": prior["tokens_seen"], "steps": prior["steps"],
+                "minutes": prior["minutes"]}
+        print(f"initialised from {init}", flush=True)
     n_t = sum(p.numel() for p in target.parameters())
     n_d = sum(p.numel() for p in draft.parameters())
     bt, ht = kl.flops_per_token(tc, a.seq)
@@ -191,26 +208,26 @@ def main():
             ev = evaluate([target, draft], held, a.seq)
             print(f"eval step {step} heldout_loss target {ev[0]:.4f} draft {ev[1]:.4f}", flush=True)
         if a.exit_after_minutes and time.time() - proc_start > a.exit_after_minutes * 60:
-            save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a)
+            save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a, init)
             print("exiting for restart", flush=True)
             sys.exit(3)
         if time.time() - last_ckpt > a.ckpt_minutes * 60:
-            save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a)
+            save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a, init)
             last_ckpt = time.time()
     if not a.bench:
-        save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a, final=True)
+        save(ckpt_path, target, draft, opt_t, opt_d, step, time.time() - t_start, tokens, a, init, final=True)
         ev = evaluate([target, draft], held, a.seq)
         print(f"final step {step} heldout_loss target {ev[0]:.4f} draft {ev[1]:.4f}", flush=True)
     print("done", flush=True)
 
 
-def save(path, target, draft, opt_t, opt_d, step, elapsed, tokens, a, final=False):
+def save(path, target, draft, opt_t, opt_d, step, elapsed, tokens, a, init, final=False):
     tmp = path + ".tmp"
     torch.save({"target": target.state_dict(), "draft": draft.state_dict(),
                 "opt_t": opt_t.state_dict(), "opt_d": opt_d.state_dict(),
                 "target_config": TARGET, "draft_config": DRAFT,
                 "step": step, "elapsed": elapsed, "tokens": tokens, "args": vars(a),
-                "final": final}, tmp)
+                "init": init, "final": final}, tmp)
     os.replace(tmp, path)
     print(f"checkpoint step {step} -> {path}", flush=True)
 

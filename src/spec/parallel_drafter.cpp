@@ -1,0 +1,177 @@
+#include "spec/parallel_drafter.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/model.h"
+
+namespace ds {
+
+ParallelDrafter::ParallelDrafter(const std::string& dir, const Model& target, DraftSample sample, int k,
+                                 double confidence_threshold)
+    : model_(dir, target, k), sample_(sample), k_(k), threshold_(confidence_threshold),
+      vocab_(target.config().vocab_size), sampler_(vocab_) {
+  DS_CHECK(threshold_ >= 0 && threshold_ < 1, "--draft-confidence-threshold " + std::to_string(threshold_) +
+                                                  " is outside [0, 1) (0: off)");
+}
+
+void ParallelDrafter::allocate(int max_seqs, int max_rows) {
+  const int W = model_.config().context_window;
+  rings_.assign(size_t(max_seqs), Ring{});
+  for (Ring& r : rings_) {
+    r.pos.assign(size_t(W), 0);
+    r.entries.assign(size_t(W) * model_.context_floats(), 0.f);
+  }
+  const size_t taps = model_.config().target_layer_ids.size() * size_t(model_.config().hidden_size);
+  obs_taps_.reserve(size_t(max_rows) * taps);
+  obs_pos_.reserve(size_t(max_rows));
+  obs_dst_.reserve(size_t(max_rows));
+}
+
+bool ParallelDrafter::keeps_probs(const SamplingFilter& f) const {
+  return sample_ == DraftSample::Probabilistic && !f.picks_argmax();
+}
+
+float* ParallelDrafter::claim(Ring& r, uint64_t owner, int32_t pos) {
+  const int W = int(r.pos.size());
+  if (r.owner != owner) {
+    r.owner = owner;
+    r.count = 0;
+  }
+  // A recomputed position (after preemption) replaces what followed it.
+  while (r.count > 0 && r.pos[size_t((r.start + r.count - 1) % W)] >= pos) --r.count;
+  if (r.count == W) {
+    r.start = (r.start + 1) % W;
+    --r.count;
+  }
+  const int at = (r.start + r.count) % W;
+  ++r.count;
+  r.pos[size_t(at)] = pos;
+  return r.entries.data() + size_t(at) * model_.context_floats();
+}
+
+void ParallelDrafter::begin_observe() {
+  obs_taps_.clear();
+  obs_pos_.clear();
+  obs_dst_.clear();
+}
+
+void ParallelDrafter::add_observed(int slot, uint64_t owner, int32_t first_pos, const float* taps, int rows) {
+  DS_CHECK(slot >= 0 && size_t(slot) < rings_.size(), "drafter: bad slot " + std::to_string(slot));
+  const int W = model_.config().context_window;
+  const size_t width = model_.config().target_layer_ids.size() * size_t(model_.config().hidden_size);
+  const int skip = std::max(0, rows - W);  // only the last W can ever be attended
+  Ring& r = rings_[size_t(slot)];
+  for (int i = skip; i < rows; ++i) {
+    obs_dst_.push_back(claim(r, owner, first_pos + i));
+    obs_pos_.push_back(first_pos + i);
+    obs_taps_.insert(obs_taps_.end(), taps + size_t(i) * width, taps + size_t(i + 1) * width);
+  }
+}
+
+void ParallelDrafter::end_observe() {
+  const int n = int(obs_pos_.size());
+  if (n == 0) return;
+  const size_t cf = model_.context_floats();
+  obs_out_.resize(size_t(n) * cf);
+  model_.context(obs_taps_.data(), obs_pos_.data(), n, obs_out_.data());
+  for (int i = 0; i < n; ++i) std::memcpy(obs_dst_[size_t(i)], obs_out_.data() + size_t(i) * cf, cf * sizeof(float));
+}
+
+void ParallelDrafter::pick(ParallelDraftJob& job, int i, const float* logits) {
+  if (!keeps_probs(job.filter)) {
+    job.tokens[i] = Sampler::argmax(logits, vocab_);
+    return;
+  }
+  float* q = job.q + size_t(i) * size_t(vocab_);
+  sampler_.distribution(logits, vocab_, job.filter, q);
+  job.tokens[i] = Sampler::draw(q, vocab_, job.uniform());
+  if (job.tokens[i] < 0) job.tokens[i] = Sampler::argmax(logits, vocab_);
+}
+
+void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
+  const DSparkConfig& c = model_.config();
+  const int B = int(jobs.size()), Kb = c.block_size, H = c.hidden_size, r = c.markov_rank, W = c.context_window;
+  if (B == 0) return;
+  // Each round's context: its ring's entries within the window before its position.
+  ctx_ptrs_.clear();
+  std::vector<DSparkModel::Round> rounds(static_cast<size_t>(B));
+  std::vector<size_t> first(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) {
+    const ParallelDraftJob& j = jobs[size_t(b)];
+    DS_CHECK(j.k >= 1 && j.k <= k_ && j.slot >= 0 && size_t(j.slot) < rings_.size(), "drafter: bad job");
+    first[size_t(b)] = ctx_ptrs_.size();
+    const Ring& ring = rings_[size_t(j.slot)];
+    if (ring.owner == j.owner)
+      for (int e = 0; e < ring.count; ++e) {
+        const int at = (ring.start + e) % W;
+        const int32_t p = ring.pos[size_t(at)];
+        if (p < j.pos && p >= j.pos - W) ctx_ptrs_.push_back(ring.entries.data() + size_t(at) * model_.context_floats());
+      }
+    rounds[size_t(b)].token = j.token;
+    rounds[size_t(b)].pos = j.pos;
+  }
+  for (int b = 0; b < B; ++b) {
+    const size_t end = b + 1 < B ? first[size_t(b + 1)] : ctx_ptrs_.size();
+    rounds[size_t(b)].context = std::span<const float* const>(ctx_ptrs_.data() + first[size_t(b)], end - first[size_t(b)]);
+  }
+  z_.resize(size_t(B) * size_t(Kb) * size_t(H));
+  model_.block(rounds, z_.data());
+
+  // Base logits for the slots each round may use, slot-major so that each Markov step below
+  // is one matmul over the rounds still drafting.
+  int kmax = 0;
+  for (const ParallelDraftJob& j : jobs) kmax = std::max(kmax, j.k);
+  std::vector<float> zs(size_t(B) * size_t(kmax) * size_t(H));
+  int rows = 0;
+  std::vector<int> row_of(size_t(B) * size_t(kmax), -1);
+  for (int i = 0; i < kmax; ++i)
+    for (int b = 0; b < B; ++b)
+      if (jobs[size_t(b)].k > i) {
+        std::memcpy(zs.data() + size_t(rows) * size_t(H), z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), size_t(H) * sizeof(float));
+        row_of[size_t(i) * size_t(B) + size_t(b)] = rows++;
+      }
+  logits_.resize(size_t(rows) * size_t(vocab_));
+  model_.base_logits(zs.data(), rows, logits_.data());
+
+  // Sequential Markov steps: slot i's bias comes from the token drafted at slot i - 1.
+  std::vector<double> survive(size_t(B), 1.0);
+  std::vector<char> open(size_t(B), 1);
+  for (ParallelDraftJob& j : jobs) j.proposed = 0;
+  m_.resize(size_t(B) * size_t(r));
+  for (int i = 0; i < kmax; ++i) {
+    // The rows of slot i are contiguous (slot-major above), in round order.
+    int lo = -1, n = 0;
+    for (int b = 0; b < B; ++b) {
+      const int row = row_of[size_t(i) * size_t(B) + size_t(b)];
+      if (row < 0) continue;
+      if (lo < 0) lo = row;
+      const ParallelDraftJob& j = jobs[size_t(b)];
+      // A round the confidence closed has no token at i - 1: any valid token fills its row.
+      model_.markov_embed(i == 0 || !open[size_t(b)] ? j.token : j.tokens[i - 1], m_.data() + size_t(n) * size_t(r));
+      ++n;
+    }
+    if (n == 0) break;
+    model_.add_markov(m_.data(), n, logits_.data() + size_t(lo) * size_t(vocab_));
+    int at = 0;
+    for (int b = 0; b < B; ++b) {
+      const int row = row_of[size_t(i) * size_t(B) + size_t(b)];
+      if (row < 0) continue;
+      ParallelDraftJob& j = jobs[size_t(b)];
+      const float* m = m_.data() + size_t(at++) * size_t(r);
+      if (!open[size_t(b)]) continue;
+      if (threshold_ > 0) {
+        survive[size_t(b)] *= double(model_.confidence(z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), m));
+        if (i > 0 && survive[size_t(b)] < threshold_) {
+          open[size_t(b)] = 0;
+          continue;
+        }
+      }
+      pick(j, i, logits_.data() + size_t(row) * size_t(vocab_));
+      j.proposed = i + 1;
+    }
+  }
+}
+
+}  // namespace ds
