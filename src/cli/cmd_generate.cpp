@@ -162,7 +162,7 @@ int run(const GenerateOptions& o) {
       nlohmann::json sj;
       sj["num_speculative_tokens"] = spec.num_speculative_tokens;
       sj["auto"] = spec.auto_k;
-      sj["drafter"] = draft_source_name(spec.source);
+      sj["drafter"] = drafter_name(spec);
       sj["spec_method"] = spec_method_name(spec.method);
       sj["draft_sample"] = draft_sample_name(spec.draft_sample);
       sj["state_rollback"] = spec.state_rollback;

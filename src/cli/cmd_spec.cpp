@@ -97,7 +97,7 @@ int calibrate(const CalibrateOptions& o) {
   curve.curve_key = "acceptance_length";
   // One pass of every prompt through an engine (k = 0: no speculation): tok/s, rounds, accepted.
   struct Pass {
-    double tok_s = 0;
+    double tok_s = 0, draft_s = 0;
     long rounds = 0, accepted = 0;
   };
   auto pass = [&](int k) {
@@ -138,17 +138,21 @@ int calibrate(const CalibrateOptions& o) {
       p.accepted += s->accepted_prediction_tokens();
     }
     p.tok_s = double(tokens) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    p.draft_s = engine.snapshot().draft_seconds;
     return p;
   };
   const Pass base = pass(0);
-  std::printf("%3s %8s %8s %10s %10s %8s\n", "K", "AL", "rounds", "accepted", "tok/s", "speedup");
-  std::printf("%3d %8s %8s %10s %10.1f %8.2f\n", 0, "-", "-", "-", base.tok_s, 1.0);
+  // draft ms/round: the engine's drafting time over the rounds it drafted (a step drafts every
+  // running sequence's round at once, so at concurrency c a step's drafting is shared by c).
+  std::printf("%3s %8s %8s %10s %10s %8s %14s\n", "K", "AL", "rounds", "accepted", "tok/s", "speedup", "draft ms/round");
+  std::printf("%3d %8s %8s %10s %10.1f %8.2f %14s\n", 0, "-", "-", "-", base.tok_s, 1.0, "-");
   for (int k : ks) {
     const Pass p = pass(k);
     DS_CHECK(p.rounds > 0, "calibrate: no speculative round ran (prompts too close to max_model_len?)");
     const double al = 1.0 + double(p.accepted) / double(p.rounds);
     curve.al[k] = al;
-    std::printf("%3d %8.3f %8ld %10ld %10.1f %8.2f\n", k, al, p.rounds, p.accepted, p.tok_s, p.tok_s / base.tok_s);
+    std::printf("%3d %8.3f %8ld %10ld %10.1f %8.2f %14.3f\n", k, al, p.rounds, p.accepted, p.tok_s, p.tok_s / base.tok_s,
+                1e3 * p.draft_s / double(p.rounds));
     std::fflush(stdout);
   }
   save_golden_curve(curve, o.out);

@@ -36,6 +36,7 @@ struct EngineSnapshot {
   int state_snapshots = 0;
   uint64_t steps = 0;
   uint64_t preemptions = 0;
+  double draft_seconds = 0;  // speculation: time spent drafting (deltaserve:spec_draft_seconds_total)
 };
 
 class Engine {

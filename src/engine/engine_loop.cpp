@@ -191,6 +191,7 @@ EngineSnapshot EngineLoop::snapshot() const {
   s.state_snapshots = snap_snapshots_.load();
   s.steps = steps_.load();
   s.preemptions = uint64_t(metrics_.preemptions->Value());
+  s.draft_seconds = metrics_.spec_draft_seconds->Value();
   return s;
 }
 

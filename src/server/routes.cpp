@@ -49,7 +49,7 @@ json speculative_card(const EngineConfig& c) {
   json j = {{"enabled", true},
             {"num_speculative_tokens", c.spec.num_speculative_tokens},
             {"auto", c.spec.auto_k},
-            {"drafter", draft_source_name(c.spec.source)},
+            {"drafter", drafter_name(c.spec)},
             {"spec_method", spec_method_name(c.spec.method)},
             {"draft_sample", draft_sample_name(c.spec.draft_sample)},
             {"state_rollback", c.spec.state_rollback},

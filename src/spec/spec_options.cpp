@@ -19,6 +19,10 @@ const char* spec_method_name(SpecMethod m) {
 
 const char* draft_source_name(DraftSource d) { return d == DraftSource::Suffix ? "suffix" : "draft_model"; }
 
+const char* drafter_name(const SpecOptions& o) {
+  return o.source == DraftSource::Suffix ? "suffix" : o.parallel_drafter ? "parallel_drafter" : "draft_model";
+}
+
 const char* draft_sample_name(DraftSample d) { return d == DraftSample::Greedy ? "greedy" : "probabilistic"; }
 
 SpecMethod parse_spec_method(const std::string& s) {

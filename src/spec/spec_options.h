@@ -16,6 +16,9 @@ enum class DraftSource { Model, Suffix };
 const char* spec_method_name(SpecMethod m);
 const char* draft_sample_name(DraftSample d);
 const char* draft_source_name(DraftSource d);
+struct SpecOptions;
+// What drafts: "suffix", "draft_model" or "parallel_drafter".
+const char* drafter_name(const SpecOptions& o);
 // Throws ds::Error naming the flag and the allowed values.
 SpecMethod parse_spec_method(const std::string& s);
 DraftSample parse_draft_sample(const std::string& s);
@@ -55,6 +58,8 @@ struct SpecOptions {
   // --draft-confidence-threshold: a parallel drafter (spec/parallel_drafter.h) ends a round
   // where its confidence head puts the prefix's survival below this (0: off).
   double confidence_threshold = 0;
+  // Set at start-up: --draft-model is a parallel drafter (spec/parallel_drafter.h).
+  bool parallel_drafter = false;
 
   bool enabled() const { return !draft_model.empty() || source == DraftSource::Suffix; }
   bool has_draft_model() const { return source == DraftSource::Model && !draft_model.empty(); }
