@@ -71,7 +71,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
     pdrafter_ = std::make_unique<ParallelDrafter>(cfg_.spec.draft_model, *model_, cfg_.spec.draft_sample, K,
                                                   cfg_.spec.confidence_threshold);
     pdrafter_->set_activation_dtype(cfg_.activation_dtype);
-    model_->set_hidden_taps(pdrafter_->config().target_layer_ids);
+    model_->set_hidden_taps(pdrafter_->config().target_layer_ids, pdrafter_->config().context_window);
   }
   model_->allocate(limits);
   if (pdrafter_) {

@@ -64,7 +64,7 @@ class HybridModel final : public Model {
   void commit_speculative(int slot, int keep) override;
   size_t rollback_bytes_per_slot() const override;
   const ForwardProfile& last_profile() const override { return profile_; }
-  void set_hidden_taps(const std::vector<int>& layers) override;
+  void set_hidden_taps(const std::vector<int>& layers, int tail_rows) override;
   const float* hidden_taps() const override { return taps_.empty() ? nullptr : tap_rows_.data(); }
   void embed(std::span<const int32_t> ids, float* out) const override;
   void lm_head(const float* h, int rows, float* logits) const override;
@@ -106,6 +106,7 @@ class HybridModel final : public Model {
   std::vector<int> taps_;          // layers whose output a drafter reads, in tap order
   std::vector<int> tap_of_layer_;  // per layer: its index in taps_, or -1
   std::vector<float> tap_rows_;    // [max_batch_tokens][taps][hidden]
+  int tap_tail_ = 0;               // rows copied at the end of each chunk
 };
 
 HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool)
@@ -208,8 +209,10 @@ void HybridModel::set_activation_dtype(ActivationDtype a) {
   ds::set_activation_dtype(lm_head_, a);
 }
 
-void HybridModel::set_hidden_taps(const std::vector<int>& layers) {
+void HybridModel::set_hidden_taps(const std::vector<int>& layers, int tail_rows) {
   DS_CHECK(!allocated_, "hidden taps are set before the runtime is allocated");
+  DS_CHECK(tail_rows > 0, "hidden taps: tail_rows must be positive");
+  tap_tail_ = tail_rows;
   tap_of_layer_.assign(size_t(cfg_.num_layers), -1);
   for (size_t i = 0; i < layers.size(); ++i) {
     const int l = layers[i];
@@ -354,8 +357,9 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     arena_.rewind(mark);
     if (!taps_.empty() && tap_of_layer_[li] >= 0) {
       const size_t T = taps_.size(), at = size_t(tap_of_layer_[li]);
-      for (int t = 0; t < N; ++t)
-        std::memcpy(tap_rows_.data() + (size_t(t) * T + at) * size_t(H), x + size_t(t) * size_t(H), size_t(H) * sizeof(float));
+      for (const SeqChunk& sc : batch.seqs)
+        for (int t = sc.token_offset + std::max(0, sc.num_tokens - tap_tail_); t < sc.token_offset + sc.num_tokens; ++t)
+          std::memcpy(tap_rows_.data() + (size_t(t) * T + at) * size_t(H), x + size_t(t) * size_t(H), size_t(H) * sizeof(float));
     }
   }
   // Final norm and LM head only for the rows whose logits were asked for.
@@ -449,7 +453,7 @@ void check_model_path(const std::string& path) {
 }
 }  // namespace
 
-void Model::set_hidden_taps(const std::vector<int>& layers) {
+void Model::set_hidden_taps(const std::vector<int>& layers, int) {
   DS_CHECK(layers.empty(), "this model does not expose hidden states to a drafter");
 }
 void Model::embed(std::span<const int32_t>, float*) const { throw Error("this model does not share its embedding"); }

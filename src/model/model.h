@@ -106,9 +106,10 @@ class Model : public CacheMemory {
   virtual void commit_speculative(int slot, int keep) = 0;
   // What a drafter on the target's hidden states reads (spec/parallel_drafter.h).
   // Taps, set before allocate(): after each forward() the residual stream after each listed
-  // layer (0-based), for every row of the batch: [rows][taps][hidden] floats. None by default,
-  // and then forward() copies nothing.
-  virtual void set_hidden_taps(const std::vector<int>& layers);
+  // layer (0-based), as [batch row][taps][hidden] floats, filled for the last `tail_rows` rows
+  // of every chunk (the rows a drafter can use; the others hold stale values). None by
+  // default, and then forward() copies nothing.
+  virtual void set_hidden_taps(const std::vector<int>& layers, int tail_rows);
   virtual const float* hidden_taps() const { return nullptr; }
   // The token embedding (rows as f32) and the LM head (on rows the caller has normed): the
   // drafter shares them instead of holding copies.

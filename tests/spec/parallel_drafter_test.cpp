@@ -26,9 +26,9 @@ using testing::collect;
 std::string target_dir() { return std::string(DS_SOURCE_DIR) + "/models/deltacoder"; }
 std::string drafter_dir() { return std::string(DS_SOURCE_DIR) + "/models/deltacoder-dspark"; }
 
-std::unique_ptr<Model> tapped_target(const std::vector<int>& taps, int max_tokens) {
+std::unique_ptr<Model> tapped_target(const std::vector<int>& taps, int tail, int max_tokens) {
   std::unique_ptr<Model> m = Model::load(target_dir(), 2);
-  m->set_hidden_taps(taps);
+  m->set_hidden_taps(taps, tail);
   RuntimeLimits lim;
   lim.max_seqs = 2;
   lim.max_batch_tokens = max_tokens;
@@ -46,7 +46,7 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
   const auto ids = g["prompt_ids"].get<std::vector<int32_t>>();
   const DSparkConfig cfg = load_dspark_config(drafter_dir());
   const int n = int(ids.size()) - 1;  // x_n = the last prompt token; the target computes [0, n)
-  std::unique_ptr<Model> target = tapped_target(cfg.target_layer_ids, 256);
+  std::unique_ptr<Model> target = tapped_target(cfg.target_layer_ids, cfg.context_window, 256);
   const int V = target->config().vocab_size, H = cfg.hidden_size, Kb = cfg.block_size, W = cfg.context_window;
   std::vector<int32_t> table(16);
   for (int i = 0; i < 16; ++i) table[size_t(i)] = i;
