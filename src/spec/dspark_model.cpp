@@ -155,7 +155,10 @@ void DSparkModel::markov_embed(int32_t prev, float* m) const {
 }
 
 void DSparkModel::add_markov(const float* m, int rows, float* logits) const {
-  if (rows > 0) matmul(m, size_t(cfg_.markov_rank), markov_w2_, logits, size_t(cfg_.vocab_size), rows, pool_, /*accumulate=*/true);
+  // A round runs this once per slot, for a handful of rows at low concurrency: a fork-join
+  // would cost more than the vocab x rank multiply-adds of a row.
+  ThreadPool* pool = double(rows) * double(cfg_.vocab_size) * double(cfg_.markov_rank) >= double(1 << 20) ? pool_ : nullptr;
+  if (rows > 0) matmul(m, size_t(cfg_.markov_rank), markov_w2_, logits, size_t(cfg_.vocab_size), rows, pool, /*accumulate=*/true);
 }
 
 float DSparkModel::confidence(const float* z, const float* m) const {
