@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "spec/draft_pick.h"
 
 namespace ds {
 
@@ -29,14 +30,9 @@ bool Drafter::keeps_probs(const SamplingFilter& f) const {
 }
 
 void Drafter::pick(DraftJob& job, int i, const float* logits) {
-  if (!keeps_probs(job.filter)) {
-    job.tokens[i] = Sampler::argmax(logits, vocab_);
-    return;
-  }
-  float* q = job.q + size_t(i) * size_t(vocab_);
-  sampler_.distribution(logits, vocab_, job.filter, q);
-  job.tokens[i] = Sampler::draw(q, vocab_, job.uniform());
-  if (job.tokens[i] < 0) job.tokens[i] = Sampler::argmax(logits, vocab_);
+  const bool keep = keeps_probs(job.filter);
+  job.tokens[i] = pick_draft_token(sampler_, logits, vocab_, keep, job.filter, job.uniform,
+                                   keep ? job.q + size_t(i) * size_t(vocab_) : nullptr);
 }
 
 void Drafter::run(std::vector<int32_t>& tokens, std::vector<SeqChunk>& chunks) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "spec/draft_pick.h"
 #include "model/model.h"
 
 namespace ds {
@@ -80,14 +81,9 @@ void ParallelDrafter::end_observe() {
 }
 
 void ParallelDrafter::pick(ParallelDraftJob& job, int i, const float* logits) {
-  if (!keeps_probs(job.filter)) {
-    job.tokens[i] = Sampler::argmax(logits, vocab_);
-    return;
-  }
-  float* q = job.q + size_t(i) * size_t(vocab_);
-  sampler_.distribution(logits, vocab_, job.filter, q);
-  job.tokens[i] = Sampler::draw(q, vocab_, job.uniform());
-  if (job.tokens[i] < 0) job.tokens[i] = Sampler::argmax(logits, vocab_);
+  const bool keep = keeps_probs(job.filter);
+  job.tokens[i] = pick_draft_token(sampler_, logits, vocab_, keep, job.filter, job.uniform,
+                                   keep ? job.q + size_t(i) * size_t(vocab_) : nullptr);
 }
 
 void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine_test_util.h"
+#include "spec_engine_util.h"
 #include "model/model.h"
 #include "spec/dspark_model.h"
 #include "spec/parallel_drafter.h"
@@ -120,34 +121,11 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
 
 // ---- through the engine
 
-struct Workload {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int> max_tokens;
-};
-
-// Python-ish token streams from the bundled tokenizer's range, and lengths that make prefill
-// chunks run beside other sequences' verify rounds and end at different steps.
-Workload mixed_workload() {
-  Workload w;
-  const int lens[] = {5, 70, 130, 200};
-  const int news[] = {40, 17, 64, 33};
-  for (int i = 0; i < 4; ++i) {
-    std::vector<int32_t> p;
-    for (int t = 0; t < lens[i]; ++t) p.push_back(int32_t((t * 37 + i * 101 + 5) % 4000));
-    w.prompts.push_back(p);
-    w.max_tokens.push_back(news[i]);
-  }
-  return w;
-}
-
-EngineConfig base_config() {
-  EngineConfig c;
-  c.max_num_seqs = 4;
-  c.max_num_batched_tokens = 64;
+// The bundled pair in the shared engine settings, with room for its longer sequences.
+EngineConfig bundled_config() {
+  EngineConfig c = base_config();
   c.max_model_len = 1024;
   c.num_kv_blocks = 48;
-  c.threads = 2;
-  c.prefix.enabled = false;
   return c;
 }
 
@@ -161,36 +139,16 @@ SpecOptions spec_of(int k, const char* rollback, DraftSample sample = DraftSampl
   return s;
 }
 
-struct Outcome {
-  std::vector<std::vector<int32_t>> tokens;
-  int accepted = 0, drafted = 0;
-  uint64_t preemptions = 0;
-};
-
-Outcome run(EngineConfig cfg, const Workload& w) {
-  Engine engine(Model::load(target_dir(), cfg.threads), cfg);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (size_t i = 0; i < w.prompts.size(); ++i) streams.push_back(engine.submit(testing::greedy_request(w.prompts[i], w.max_tokens[i])));
-  Outcome o;
-  for (auto& s : streams) {
-    const auto c = collect(*s);
-    EXPECT_EQ(c.reason, FinishReason::Length) << c.error;
-    o.tokens.push_back(c.tokens);
-    o.accepted += s->accepted_prediction_tokens();
-    o.drafted += s->accepted_prediction_tokens() + s->rejected_prediction_tokens();
-  }
-  o.preemptions = engine.snapshot().preemptions;
-  return o;
-}
+Outcome run(EngineConfig cfg, const Workload& w) { return test::run(target_dir(), std::move(cfg), w); }
 
 TEST(ParallelDrafter, GreedyBitIdenticalForEveryKAndBothRollbacks) {
-  const Workload w = mixed_workload();
-  const Outcome plain = run(base_config(), w);
+  const Workload w = mixed_workload(4096);
+  const Outcome plain = run(bundled_config(), w);
   for (int k = 1; k <= 7; ++k) {
     for (const char* rollback : {"lanes", "replay"}) {
       if (std::string(rollback) == "replay" && k != 3 && k != 7) continue;
       SCOPED_TRACE("K " + std::to_string(k) + " " + rollback);
-      EngineConfig c = base_config();
+      EngineConfig c = bundled_config();
       c.spec = spec_of(k, rollback);
       const Outcome o = run(c, w);
       EXPECT_EQ(o.tokens, plain.tokens);
@@ -201,9 +159,9 @@ TEST(ParallelDrafter, GreedyBitIdenticalForEveryKAndBothRollbacks) {
 }
 
 TEST(ParallelDrafter, ConfidenceCutKeepsGreedyTokensAndDraftsLess) {
-  const Workload w = mixed_workload();
-  const Outcome plain = run(base_config(), w);
-  EngineConfig whole = base_config();
+  const Workload w = mixed_workload(4096);
+  const Outcome plain = run(bundled_config(), w);
+  EngineConfig whole = bundled_config();
   whole.spec = spec_of(7, "lanes");
   const Outcome full = run(whole, w);
   EngineConfig cut = whole;
@@ -216,7 +174,7 @@ TEST(ParallelDrafter, ConfidenceCutKeepsGreedyTokensAndDraftsLess) {
 
 TEST(ParallelDrafter, PrefixCacheAcrossTurnsAndPreemptionKeepGreedyTokens) {
   auto session = [&](bool spec, int blocks) {
-    EngineConfig c = base_config();
+    EngineConfig c = bundled_config();
     c.num_kv_blocks = blocks;
     c.max_model_len = 512;
     c.prefix.enabled = true;
@@ -263,7 +221,7 @@ std::string variant(const std::string& name, const std::function<void(nlohmann::
 }
 
 std::string start_error(const std::string& drafter, int k) {
-  EngineConfig c = base_config();
+  EngineConfig c = bundled_config();
   c.spec = spec_of(k, "lanes");
   c.spec.draft_model = drafter;
   try {
@@ -286,7 +244,7 @@ TEST(ParallelDrafter, MisfitsFailAtStartUpWithOneClearLine) {
   EXPECT_NE(k.find("--num-speculative-tokens 9 exceeds the drafter's block of 8"), std::string::npos) << k;
   for (const std::string* e : {&layers, &hidden, &vocab, &k}) EXPECT_EQ(e->find('\n'), std::string::npos) << *e;
   // The threshold belongs to a parallel drafter, and lies in [0, 1).
-  EngineConfig c = base_config();
+  EngineConfig c = bundled_config();
   c.spec = spec_of(4, "lanes");
   c.spec.confidence_threshold = 1.5;
   try {
