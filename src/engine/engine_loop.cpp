@@ -71,7 +71,9 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
     pdrafter_ = std::make_unique<ParallelDrafter>(cfg_.spec.draft_model, *model_, cfg_.spec.draft_sample, K,
                                                   cfg_.spec.confidence_threshold);
     pdrafter_->set_activation_dtype(cfg_.activation_dtype);
-    model_->set_hidden_taps(pdrafter_->config().target_layer_ids, pdrafter_->config().context_window);
+    // The drafter takes a chunk's last context_window committed rows; a verify chunk of K + 1
+    // rows may commit only its first, so K more rows at the end must be tapped too.
+    model_->set_hidden_taps(pdrafter_->config().target_layer_ids, pdrafter_->config().context_window + K);
   }
   model_->allocate(limits);
   if (pdrafter_) {
