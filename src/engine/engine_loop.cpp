@@ -79,6 +79,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   if (pdrafter_) {
     pdrafter_->allocate(cfg_.max_num_seqs, limits.max_batch_tokens);
     pjobs_.reserve(size_t(cfg_.max_num_seqs));
+    pseqs_.reserve(size_t(cfg_.max_num_seqs));
   }
   profiler_ = std::make_unique<StepProfiler>(metrics_, cfg_.profile_steps);
   if (draft) {
@@ -328,6 +329,7 @@ void EngineLoop::propose_parallel() {
   // where suffix drafting's go (Sequence::proposal), for the scheduler to plan verify chunks.
   const int K = cfg_.spec.num_speculative_tokens;
   pjobs_.clear();
+  pseqs_.clear();
   for (const auto& up : scheduler_->running()) {
     Sequence* s = up.get();
     s->proposal.clear();
@@ -345,14 +347,10 @@ void EngineLoop::propose_parallel() {
     j.tokens = s->proposal.data();
     if (pdrafter_->keeps_probs(j.filter)) j.q = draft_probs_.data() + size_t(s->slot) * size_t(K) * size_t(vocab_);
     pjobs_.push_back(std::move(j));
+    pseqs_.push_back(s);
   }
   pdrafter_->propose(std::span<ParallelDraftJob>(pjobs_));
-  size_t at = 0;
-  for (const auto& up : scheduler_->running()) {
-    Sequence* s = up.get();
-    if (s->pending() != 1 || s->req.processes_logits()) continue;
-    s->proposal.resize(size_t(pjobs_[at++].proposed));
-  }
+  for (size_t i = 0; i < pjobs_.size(); ++i) pseqs_[i]->proposal.resize(size_t(pjobs_[i].proposed));
 }
 
 void EngineLoop::observe_committed(const StepPlan& plan) {

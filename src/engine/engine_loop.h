@@ -126,6 +126,7 @@ class EngineLoop {
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<ParallelDrafter> pdrafter_;  // a parallel drafter instead (one forward a round)
   std::vector<ParallelDraftJob> pjobs_;
+  std::vector<Sequence*> pseqs_;  // the sequence of each job in pjobs_
   std::unique_ptr<SuffixProposer> proposer_;
   std::unique_ptr<StepCostModel> cost_;
   std::unique_ptr<AcceptanceModel> acceptance_;
