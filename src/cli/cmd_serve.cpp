@@ -15,6 +15,7 @@
 #include "cli/dtype_flags.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
+#include "dist/ranks.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "model/model_files.h"
@@ -39,6 +40,7 @@ struct ServeArgs {
   double grace_s = 30;
   double max_body_mb = 32;
   server::ServerOptions http;  // the transport's limits, parsed in place
+  dist::RankOptions ranks;
 };
 
 std::string default_served_name(const std::string& dir) {
@@ -76,6 +78,12 @@ int run_serve(const ServeArgs& a) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Under mpirun every process starts here: the ranks other than 0 hold their shards and follow
+  // rank 0's steps (the signals blocked above reach them too, so mpirun's forwarded SIGTERM
+  // leaves them to rank 0's drain, which releases them); rank 0 goes on to serve. Declared
+  // before the engine, so it outlives it.
+  dist::Ranks ranks;
+  if (ranks.rank() != 0) return ranks.serve_as_worker();
 
   DS_CHECK(a.grace_s >= 0, "invalid settings: --shutdown-grace-s must be >= 0, got " + std::to_string(a.grace_s));
   DS_CHECK(a.max_body_mb > 0, "invalid settings: --max-body-mb must be > 0, got " + std::to_string(a.max_body_mb));
@@ -85,13 +93,15 @@ int run_serve(const ServeArgs& a) {
   DS_CHECK(tok_text, "--model " + a.model + " has no tokenizer (tokenizer.json, or tokenizer.ggml.* in a GGUF file)");
   const std::string& tok_path = tok_text->where;
   Tokenizer tokenizer = Tokenizer::from_json_text(tok_text->json, tok_path);
-  std::unique_ptr<Model> model = Model::load(a.model, a.engine.threads);
+  std::unique_ptr<Model> model = ranks.open_model(a.model, a.engine.threads, a.ranks);
   const int model_vocab = model->config().vocab_size;
   DS_CHECK(tokenizer.vocab_size() <= model_vocab,
            "tokenizer " + tok_path + " has " + std::to_string(tokenizer.vocab_size()) +
                " tokens, more than the model's vocab_size " + std::to_string(model_vocab));
   EngineConfig ec = a.engine;
   ec.spec = spec_options_of(a.spec);
+  ec.total_cpu_dram_gb = a.ranks.total_cpu_dram_gb;
+  ec.ranks = RankLayout{a.ranks.tp, a.ranks.dcp, ranks.size(), ranks.placement().note};
   if (ec.spec.has_draft_model()) {
     // The draft must speak the target's tokens: the same tokenizer file where it has one.
     if (const std::optional<TokenizerText> draft_tok = model_tokenizer_json(ec.spec.draft_model))
@@ -235,6 +245,19 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--shutdown-grace-s", a->grace_s, "Seconds in-flight requests get after SIGTERM")
       ->capture_default_str();
   add_spec_flags(cmd, &a->spec);
+  cmd->add_option("--tp", a->ranks.tp, "Tensor-parallel ranks: one process per rank, started by mpirun -np TP")
+      ->capture_default_str();
+  cmd->add_option("--dcp", a->ranks.dcp, "Decode-context-parallel size (must divide --tp; only 1 is built)")
+      ->capture_default_str();
+  cmd->add_option("--numa-bind", a->ranks.numa,
+                  "Pin each rank's threads and memory to a NUMA node: auto (rank r on node r mod nodes), off, or a node per rank (0,1)")
+      ->capture_default_str();
+  cmd->add_option("--total-cpu-dram-gb", a->ranks.total_cpu_dram_gb,
+                  "Host memory for the KV pool and state snapshots, GB summed over ranks (each rank gets its share; 0: not set)")
+      ->capture_default_str();
+  cmd->add_option("--rank-step-timeout-s", a->ranks.step_timeout_s,
+                  "Seconds one step may wait for the other ranks before the server stops with an error")
+      ->capture_default_str();
   cmd->add_option("--profile-steps", a->engine.profile_steps,
                   "Log a table of where step time goes every N steps (the same figures are always in /metrics)")
       ->capture_default_str();

@@ -17,6 +17,7 @@ int Engine::in_flight() const { return loop_->in_flight(); }
 EngineSnapshot Engine::snapshot() const { return loop_->snapshot(); }
 const EngineConfig& Engine::config() const { return loop_->config(); }
 int Engine::vocab_size() const { return loop_->vocab_size(); }
+std::vector<RankMemory> Engine::rank_memory() const { return loop_->rank_memory(); }
 EngineMetrics& Engine::metrics() { return loop_->metrics(); }
 
 }  // namespace ds

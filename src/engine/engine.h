@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/rank_memory.h"
 #include "engine/engine_config.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
@@ -69,6 +70,8 @@ class Engine {
   // The settings as resolved at start-up (derived sizes filled in).
   const EngineConfig& config() const;
   int vocab_size() const;
+  // Each rank's memory when the model runs across ranks (dist/); empty in one process.
+  std::vector<RankMemory> rank_memory() const;
   EngineMetrics& metrics();
 
  private:

@@ -70,6 +70,23 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
   auto kv_bytes = [&](int bs) { return model.kv_bytes_per_block(bs) + (draft ? draft->kv_bytes_per_block(bs) : 0); };
 
   const int need_blocks = (c->max_model_len + c->block_size - 1) / c->block_size;
+  if (c->total_cpu_dram_gb != 0) {
+    // An aggregate budget: the pool takes half (all of it without prefix caching) unless sized
+    // itself, the snapshots what is left unless sized themselves; the two must fit in it.
+    if (!(c->total_cpu_dram_gb > 0) || !std::isfinite(c->total_cpu_dram_gb))
+      fail("--total-cpu-dram-gb must be a positive number, got " + num(c->total_cpu_dram_gb));
+    const double total_gib = c->total_cpu_dram_gb * 1e9 / double(1ull << 30);
+    if (c->num_kv_blocks == 0 && c->kv_pool_gb == 0) c->kv_pool_gb = c->prefix.enabled ? total_gib / 2 : total_gib;
+    const double pool_gib = c->num_kv_blocks > 0 ? double(c->num_kv_blocks) * double(kv_bytes(c->block_size)) / double(1ull << 30)
+                                                 : c->kv_pool_gb;
+    if (c->prefix.enabled && c->prefix.num_state_snapshots < 0 && c->prefix.state_cache_gb == 0)
+      c->prefix.state_cache_gb = total_gib - pool_gib;
+    const double used = pool_gib + (c->prefix.enabled ? c->prefix.state_cache_gb : 0);
+    if (used > total_gib * (1 + 1e-9) || (c->prefix.enabled && c->prefix.state_cache_gb <= 0 && c->prefix.num_state_snapshots < 0))
+      fail("--total-cpu-dram-gb " + num(c->total_cpu_dram_gb) + " GB (" + gb(total_gib * double(1ull << 30)) +
+           " GiB) cannot hold --kv-pool-gb " + gb(pool_gib * double(1ull << 30)) + " and --state-cache-gb " +
+           gb(c->prefix.state_cache_gb * double(1ull << 30)) + " GiB");
+  }
   if (c->num_kv_blocks == 0) {
     if (!(c->kv_pool_gb >= 0) || !std::isfinite(c->kv_pool_gb))
       fail("--kv-pool-gb must be a positive number (or 0 for auto), got " + num(c->kv_pool_gb));

@@ -18,6 +18,12 @@ inline constexpr double kAutoPoolCapGb = 4.0;
 // With prefix caching, auto sizing gives the KV pool and the state snapshots at least this.
 inline constexpr double kAutoCacheFloorGb = 1.0;
 
+// How the model is spread over processes (dist/), as /v1/models and /metrics report it.
+struct RankLayout {
+  int tp = 1, dcp = 1, ranks = 1;
+  std::string numa = "unpinned: one process";
+};
+
 struct EngineConfig {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;
@@ -33,6 +39,11 @@ struct EngineConfig {
   KvDtype kv_cache_dtype = KvDtype::F32;
   // --activation-dtype: how activations meet bf16 weights, for the target and the draft alike.
   ActivationDtype activation_dtype = ActivationDtype::F32;
+  // --total-cpu-dram-gb: the host memory (GB, 1e9 bytes) for the KV pool and the state
+  // snapshots, summed over ranks as agentic benchmark plans give it (each rank gets its share;
+  // dist/ checks that share against the rank's NUMA node). 0: not set.
+  double total_cpu_dram_gb = 0;
+  RankLayout ranks;
   int profile_steps = 0;       // --profile-steps N: log the step profile's table every N steps (0: metrics only)
 
   // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, their spill folder.

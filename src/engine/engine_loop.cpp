@@ -82,6 +82,15 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
     pseqs_.reserve(size_t(cfg_.max_num_seqs));
   }
   profiler_ = std::make_unique<StepProfiler>(metrics_, cfg_.profile_steps);
+  metrics_.rank_layout->Add({{"kind", "tp"}}).Set(cfg_.ranks.tp);
+  metrics_.rank_layout->Add({{"kind", "dcp"}}).Set(cfg_.ranks.dcp);
+  metrics_.rank_layout->Add({{"kind", "ranks"}}).Set(cfg_.ranks.ranks);
+  for (const RankMemory& m : model_->rank_memory()) {
+    const std::string rank = std::to_string(m.rank);
+    metrics_.rank_memory_bytes->Add({{"rank", rank}, {"kind", "weights"}}).Set(double(m.weights_bytes));
+    metrics_.rank_memory_bytes->Add({{"rank", rank}, {"kind", "kv_pool"}}).Set(double(m.kv_pool_bytes));
+    metrics_.rank_memory_bytes->Add({{"rank", rank}, {"kind", "state"}}).Set(double(m.state_bytes));
+  }
   if (draft) {
     drafter_ = std::make_unique<Drafter>(std::move(draft), cfg_.spec.draft_sample, K);
     drafter_->allocate(limits);

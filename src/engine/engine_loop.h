@@ -59,6 +59,7 @@ class EngineLoop {
   EngineSnapshot snapshot() const;
   const EngineConfig& config() const { return cfg_; }
   int vocab_size() const { return vocab_; }
+  std::vector<RankMemory> rank_memory() const { return model_->rank_memory(); }
   EngineMetrics& metrics() { return metrics_; }
 
  private:

@@ -121,6 +121,14 @@ EngineMetrics::EngineMetrics() : registry_(std::make_shared<Registry>()) {
                                       "Seconds of step time applying penalties, logit bias and output constraints");
   constrained_tokens = counter("deltaserve:constrained_tokens_total",
                                "Tokens sampled under an output constraint (response_format, forced tool calls)");
+  rank_layout = &BuildGauge()
+                     .Name("deltaserve:rank_layout")
+                     .Help("How the model is spread over processes: tensor-parallel size, decode-context-parallel size, ranks")
+                     .Register(r);
+  rank_memory_bytes = &BuildGauge()
+                           .Name("deltaserve:rank_memory_bytes")
+                           .Help("Each rank's memory: its weights shard, its part of the KV pool, its part of the slots' states")
+                           .Register(r);
   spec_synthetic = &BuildGauge()
                         .Name("deltaserve:spec_synthetic_acceptance")
                         .Help("Synthetic acceptance (benchmarks only): the mean acceptance length forced, and its source")

@@ -63,6 +63,8 @@ class EngineMetrics {
   // Logit processing (engine/logit_processor.h): its time, and the tokens drawn under a constraint.
   prometheus::Counter* logits_processing_seconds;
   prometheus::Counter* constrained_tokens;
+  prometheus::Family<prometheus::Gauge>* rank_layout;        // labels: kind (tp, dcp, ranks)
+  prometheus::Family<prometheus::Gauge>* rank_memory_bytes;  // labels: rank, kind (weights, kv_pool, state)
   prometheus::Family<prometheus::Gauge>* spec_synthetic;  // AL, labels: source; only in synthetic mode
   prometheus::Family<prometheus::Counter>* finished;  // label: finish_reason
   prometheus::Family<prometheus::Counter>* errors;    // label: kind

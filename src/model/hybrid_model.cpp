@@ -19,6 +19,7 @@
 #include "model/mla_mixer.h"
 #include "model/moe_ffn.h"
 #include "model/step_context.h"
+#include "model/tensor_split.h"
 #include "model/weight_loader.h"
 #include "model/parallel.h"
 
@@ -41,7 +42,8 @@ struct Layer {
 
 class HybridModel final : public Model {
  public:
-  HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool);
+  HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool, TensorShard shard = {},
+              std::shared_ptr<Collectives> comm = nullptr);
   std::shared_ptr<ThreadPool> thread_pool() const override { return pool_; }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -71,10 +73,22 @@ class HybridModel final : public Model {
 
  private:
   size_t step_floats(int n, int logit_rows) const;
+  // A shard's residual after a mixer or FFN: the sum of every rank's x (no-op in one process).
+  template <typename Mark>
+  void reduce_residual(float* x, int n, Mark& mark_part) {
+    if (!shard_.split()) return;
+    comm_->allreduce_sum(x, size_t(n) * size_t(cfg_.hidden_size));
+    mark_part(ForwardProfile::RankComm);
+  }
   template <typename F>
   void for_each_block_span(int block, F&& f) const;
 
   ModelConfig cfg_;
+  // A tensor-parallel shard (model/shard.h): local_ is the shape its layers hold; comm_ joins
+  // their partial sums. One process: the whole model, local_ == cfg_, no comm_.
+  TensorShard shard_;
+  std::shared_ptr<Collectives> comm_;
+  ModelConfig local_;
   std::string dir_;
   std::shared_ptr<ThreadPool> pool_;
   std::vector<std::byte> embed_;  // aligned copy of the embedding table in its checkpoint dtype
@@ -82,7 +96,8 @@ class HybridModel final : public Model {
   std::vector<Layer> layers_;
   std::vector<const Layer*> kda_layers_;  // the KDA ones, for replay
   std::vector<float> final_norm_;
-  PackedWeight lm_head_;
+  PackedWeight lm_head_;  // a shard: its vocab_size / shard.size rows
+  std::vector<float> lm_part_, lm_all_;  // a shard's logits rows, and rank 0's gathered ones
   KvDtype kv_dtype_ = KvDtype::F32;
   ActivationDtype activation_dtype_ = ActivationDtype::F32;
   size_t kv_bytes_per_token_ = 0, state_floats_per_slot_ = 0, replay_floats_per_token_ = 0;
@@ -109,8 +124,12 @@ class HybridModel final : public Model {
   int tap_tail_ = 0;               // rows copied at the end of each chunk
 };
 
-HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool)
-    : cfg_(load_model_config(dir)), dir_(dir), pool_(std::move(pool)) {
+HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool, TensorShard shard,
+                         std::shared_ptr<Collectives> comm)
+    : cfg_(load_model_config(dir)), shard_(shard), comm_(std::move(comm)), dir_(dir), pool_(std::move(pool)) {
+  check_tensor_split(cfg_, shard_.size);
+  DS_CHECK(shard_.split() == (comm_ != nullptr), "a split model needs its ranks' collectives, and only it");
+  local_ = shard_config(cfg_, shard_);
   WeightStore store = WeightStore::open(dir);
   fingerprint_ = store.fingerprint();
   const int H = cfg_.hidden_size;
@@ -120,7 +139,7 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
   std::memcpy(embed_.data(), emb.data, emb.nbytes);
   weights_bytes_ += emb.nbytes;
   for (int i = 0; i < cfg_.num_layers; ++i) {
-    WeightLoader w{store, "model.layers." + std::to_string(i) + "."};
+    WeightLoader w{store, "model.layers." + std::to_string(i) + ".", shard_};
     Layer L;
     L.mixer = cfg_.mixer[size_t(i)];
     L.input_norm = w.vector_f32("input_layernorm.weight", H);
@@ -128,7 +147,7 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
     size_t mixer_bytes = 0;
     switch (L.mixer) {
       case MixerKind::Kda:
-        L.kda.emplace(cfg_, w);
+        L.kda.emplace(local_, w);
         L.state_offset = state_floats_per_slot_;
         state_floats_per_slot_ += L.kda->state_floats();
         L.replay_offset = replay_floats_per_token_;
@@ -136,22 +155,22 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
         mixer_bytes = L.kda->weight_bytes();
         break;
       case MixerKind::Mla:
-        L.mla.emplace(cfg_, w);
+        L.mla.emplace(local_, w);
         mixer_bytes = L.mla->weight_bytes();
         break;
       case MixerKind::Gqa:
-        L.gqa.emplace(cfg_, w);
+        L.gqa.emplace(local_, w);
         mixer_bytes = L.gqa->weight_bytes();
         break;
     }
     size_t ffn_bytes = 0, ffn_decode = 0;
     if (cfg_.ffn[size_t(i)] == FfnKind::Moe) {
-      L.moe.emplace(cfg_, w);
+      L.moe.emplace(local_, w);
       ffn_bytes = L.moe->weight_bytes();
       ffn_decode = L.moe->decode_weight_bytes();
     } else {
       L.dense.emplace(w, "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", H,
-                      cfg_.intermediate_size);
+                      local_.intermediate_size);
       ffn_bytes = ffn_decode = L.dense->weight_bytes();
     }
     weights_bytes_ += mixer_bytes + ffn_bytes + 2 * size_t(H) * 4;
@@ -160,13 +179,16 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
   }
   for (const Layer& L : layers_)
     if (L.kda) kda_layers_.push_back(&L);
-  WeightLoader top{store, ""};
+  WeightLoader top{store, "", shard_};
   final_norm_ = top.vector_f32("model.norm.weight", H);
+  const int local_vocab = cfg_.vocab_size / shard_.size;
   if (cfg_.tie_word_embeddings) {
-    std::vector<std::byte> copy = embed_;
-    lm_head_ = pack_weight(copy.data(), embed_dtype_, cfg_.vocab_size, H);
+    const size_t row_bytes = embed_.size() / size_t(cfg_.vocab_size);
+    std::vector<std::byte> rows(embed_.begin() + long(row_bytes * size_t(local_vocab) * size_t(shard_.rank)),
+                                embed_.begin() + long(row_bytes * size_t(local_vocab) * size_t(shard_.rank + 1)));
+    lm_head_ = pack_weight(rows.data(), embed_dtype_, local_vocab, H);
   } else {
-    lm_head_ = top.linear("lm_head.weight", cfg_.vocab_size, H);
+    lm_head_ = top.linear("lm_head.weight", local_vocab, H);
     weights_bytes_ += lm_head_.bytes();
   }
   // A decode step reads one embedding row, the layers, and the whole LM head.
@@ -233,6 +255,7 @@ void HybridModel::embed(std::span<const int32_t> ids, float* out) const {
 }
 
 void HybridModel::lm_head(const float* h, int rows, float* logits) const {
+  DS_CHECK(!shard_.split(), "the LM head is split across ranks here: a drafter that shares it runs with --tp 1");
   if (rows > 0) matmul(h, size_t(cfg_.hidden_size), lm_head_, logits, size_t(cfg_.vocab_size), rows, pool_.get());
 }
 
@@ -251,6 +274,11 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   std::memset(states_, 0, state_bytes);
   rollback_.assign(rollback_bytes_per_slot() / 4 * size_t(limits.max_seqs), 0.f);
   tap_rows_.assign(size_t(limits.max_batch_tokens) * taps_.size() * size_t(cfg_.hidden_size), 0.f);
+  if (shard_.split()) {
+    const size_t part = size_t(limits.max_logit_rows) * size_t(cfg_.vocab_size / shard_.size);
+    lm_part_.assign(part, 0.f);
+    if (shard_.rank == 0) lm_all_.assign(part * size_t(shard_.size), 0.f);
+  }
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
   size_t scratch = 0;
   for (const Layer& L : layers_) {
@@ -325,6 +353,9 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       rmsnorm(x + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
     });
     mark_part(ForwardProfile::Norms);
+    // A shard adds its partial output to zeros (rank 0: to the residual); the sum over ranks
+    // is the whole layer's residual update.
+    if (shard_.split() && shard_.rank != 0) std::memset(x, 0, size_t(N) * size_t(H) * sizeof(float));
     if (L.kda) {
       KdaRollback rb;
       rb.mode = limits_.rollback;
@@ -347,14 +378,17 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       kv_attention = 0;
     }
     arena_.rewind(mark);
+    reduce_residual(x, N, mark_part);
     parallel_rows(pool_.get(), N, H, [&](int t, int) {
       rmsnorm(x + size_t(t) * size_t(H), L.post_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
     });
     mark_part(ForwardProfile::Norms);
+    if (shard_.split() && shard_.rank != 0) std::memset(x, 0, size_t(N) * size_t(H) * sizeof(float));
     if (L.moe) L.moe->forward(ctx, h, x);
     else L.dense->forward(ctx, h, x, N);
     mark_part(L.moe ? ForwardProfile::Moe : ForwardProfile::DenseFfn);
     arena_.rewind(mark);
+    reduce_residual(x, N, mark_part);
     if (!taps_.empty() && tap_of_layer_[li] >= 0) {
       const size_t T = taps_.size(), at = size_t(tap_of_layer_[li]);
       for (const SeqChunk& sc : batch.seqs)
@@ -370,8 +404,24 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     for (int i = 0; i < sc.num_logits; ++i, ++r)
       rmsnorm(x + size_t(first + i) * size_t(H), final_norm_.data(), cfg_.rms_norm_eps, hl + size_t(r) * size_t(H), H);
   }
-  if (logit_rows > 0) matmul(hl, size_t(H), lm_head_, logits, size_t(cfg_.vocab_size), logit_rows, pool_.get());
+  if (!shard_.split()) {
+    if (logit_rows > 0) matmul(hl, size_t(H), lm_head_, logits, size_t(cfg_.vocab_size), logit_rows, pool_.get());
+    mark_part(ForwardProfile::LmHead);
+    return;
+  }
+  // Each shard scores its vocabulary rows; rank 0 gathers them into whole rows for the sampler.
+  const size_t V = size_t(cfg_.vocab_size / shard_.size);
+  if (logit_rows > 0) matmul(hl, size_t(H), lm_head_, lm_part_.data(), V, logit_rows, pool_.get());
   mark_part(ForwardProfile::LmHead);
+  if (logit_rows == 0) return;
+  const size_t part = size_t(logit_rows) * V;
+  comm_->gather(lm_part_.data(), part, lm_all_.data());
+  if (shard_.rank == 0)
+    for (int rank = 0; rank < shard_.size; ++rank)
+      for (int row = 0; row < logit_rows; ++row)
+        std::memcpy(logits + size_t(row) * size_t(cfg_.vocab_size) + size_t(rank) * V,
+                    lm_all_.data() + size_t(rank) * part + size_t(row) * V, V * sizeof(float));
+  mark_part(ForwardProfile::RankComm);
 }
 
 size_t HybridModel::rollback_bytes_per_slot() const {
@@ -395,7 +445,7 @@ void HybridModel::commit_speculative(int slot, int keep) {
   const float* entries = rollback_.data() + size_t(slot) * positions * replay_floats_per_token_;
   std::vector<const Layer*>& kda = kda_layers_;
   for (const Layer* L : kda) L->kda->replay_conv(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep);
-  const int heads = cfg_.kda.num_heads;
+  const int heads = local_.kda.num_heads;
   parallel_items(pool_.get(), int(kda.size()) * heads, [&](int item, int thread) {
     const Layer* L = kda[size_t(item / heads)];
     L->kda->replay_head(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep, item % heads,
@@ -462,6 +512,14 @@ void Model::lm_head(const float*, int, float*) const { throw Error("this model d
 std::unique_ptr<Model> Model::load(const std::string& dir, int threads) {
   check_model_path(dir);
   return std::make_unique<HybridModel>(dir, std::make_shared<ThreadPool>(threads > 0 ? threads : default_thread_count()));
+}
+
+std::unique_ptr<Model> Model::load_shard(const std::string& dir, int threads, TensorShard shard,
+                                         std::shared_ptr<Collectives> comm) {
+  check_model_path(dir);
+  DS_CHECK(!is_gguf_model(dir) || !shard.split(), "tensor parallel loads a model folder (safetensors), not a GGUF file");
+  return std::make_unique<HybridModel>(dir, std::make_shared<ThreadPool>(threads > 0 ? threads : default_thread_count()),
+                                       shard, std::move(comm));
 }
 
 std::unique_ptr<Model> Model::load_sharing_threads(const std::string& dir, const Model& other) {

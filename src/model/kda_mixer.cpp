@@ -32,7 +32,7 @@ KdaMixer::KdaMixer(const ModelConfig& c, const WeightLoader& w)
   conv_w_.assign(size_t(K_) * size_t(3 * HD), 0.f);
   const char* convs[3] = {"self_attn.q_conv1d.weight", "self_attn.k_conv1d.weight", "self_attn.v_conv1d.weight"};
   for (int part = 0; part < 3; ++part) {
-    const TensorView& t = w.store.get(w.prefix + convs[part], {int64_t(HD), 1, int64_t(K_)});
+    const TensorView& t = w.get(convs[part], {int64_t(HD), 1, int64_t(K_)});
     std::vector<float> cw = t.to_f32();  // [HD][1][K]
     for (int ch = 0; ch < HD; ++ch)
       for (int j = 0; j < K_; ++j)

@@ -14,8 +14,10 @@
 #include "cache/cache_memory.h"
 #include "core/activation_dtype.h"
 #include "core/kv_dtype.h"
+#include "core/rank_memory.h"
 #include "model/config.h"
 #include "model/forward_profile.h"
+#include "model/shard.h"
 
 namespace ds {
 
@@ -70,6 +72,12 @@ class Model : public CacheMemory {
   // The same, running on another model's threads (a draft beside its target: one pool, so the
   // two never spin against each other on the same cores).
   static std::unique_ptr<Model> load_sharing_threads(const std::string& dir, const Model& other);
+  // One tensor-parallel shard of a model folder (model/shard.h): its heads, FFN columns,
+  // experts and vocabulary rows, joined to the other ranks' by comm inside forward(). On rank
+  // 0 forward() writes whole logits rows; elsewhere `logits` is not written. Cache memory
+  // (save/load of states and blocks) is this shard's own part.
+  static std::unique_ptr<Model> load_shard(const std::string& dir, int threads, TensorShard shard,
+                                           std::shared_ptr<Collectives> comm);
   virtual std::shared_ptr<ThreadPool> thread_pool() const { return nullptr; }
   ~Model() override = default;
 
@@ -118,6 +126,8 @@ class Model : public CacheMemory {
 
   // Bytes one slot holds for rollback beyond its committed state.
   virtual size_t rollback_bytes_per_slot() const = 0;
+  // Under ranks (dist/), each rank's memory; empty in one process.
+  virtual std::vector<RankMemory> rank_memory() const { return {}; }
   // Where the last forward's time went (all zero for a model that does not measure it).
   virtual const ForwardProfile& last_profile() const {
     static const ForwardProfile none;

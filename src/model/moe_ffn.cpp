@@ -18,7 +18,10 @@ MoeFfn::MoeFfn(const ModelConfig& c, const WeightLoader& w) : m_(c.moe), hidden_
     bias_ = w.vector_f32("block_sparse_moe.gate.e_score_correction_bias", E);
   else
     bias_.assign(size_t(E), 0.f);
-  for (int e = 0; e < E; ++e) {
+  // Expert parallel: a split shard holds experts [e0, e1) only; the router still scores all.
+  first_expert_ = E / w.shard.size * w.shard.rank;
+  end_expert_ = first_expert_ + E / w.shard.size;
+  for (int e = first_expert_; e < end_expert_; ++e) {
     const std::string p = "block_sparse_moe.experts." + std::to_string(e) + ".";
     w13_.push_back(w.stacked({{p + "w1.weight", I}, {p + "w3.weight", I}}, hidden_));
     w2_.push_back(w.linear(p + "w2.weight", hidden_, I));
@@ -26,7 +29,7 @@ MoeFfn::MoeFfn(const ModelConfig& c, const WeightLoader& w) : m_(c.moe), hidden_
   if (m_.num_shared_experts > 0)
     shared_.emplace_back(w, "block_sparse_moe.shared_experts.gate_proj.weight",
                          "block_sparse_moe.shared_experts.up_proj.weight",
-                         "block_sparse_moe.shared_experts.down_proj.weight", hidden_, I * m_.num_shared_experts);
+                         "block_sparse_moe.shared_experts.down_proj.weight", hidden_, I * m_.num_shared_experts / w.shard.size);
 }
 
 size_t MoeFfn::temp_floats(int n) const {
@@ -49,6 +52,7 @@ size_t MoeFfn::weight_bytes() const {
 size_t MoeFfn::decode_weight_bytes() const {
   size_t routed = 0;
   for (size_t e = 0; e < w13_.size(); ++e) routed += w13_[e].bytes() + w2_[e].bytes();
+  // The top-k's share of this shard's experts (all of them in one process).
   size_t b = router_.bytes() + routed / size_t(m_.num_experts) * size_t(m_.experts_per_token);
   for (auto& s : shared_) b += s.weight_bytes();
   return b;
@@ -115,7 +119,8 @@ void MoeFfn::forward(const StepContext& ctx, const float* h, float* x) const {
   float* GU = arena.alloc<float>(size_t(N) * size_t(2 * I));
   float* A = arena.alloc<float>(size_t(N) * size_t(I));
   float* Ye = arena.alloc<float>(size_t(N) * size_t(hidden_));
-  for (int e = 0; e < E; ++e) {
+  for (int e = first_expert_; e < end_expert_; ++e) {
+    const size_t local = size_t(e - first_expert_);
     int n = 0;
     for (int t = 0; t < N; ++t)
       for (int j = 0; j < k; ++j)
@@ -127,10 +132,10 @@ void MoeFfn::forward(const StepContext& ctx, const float* h, float* x) const {
     if (n == 0) continue;
     for (int r = 0; r < n; ++r)
       std::memcpy(Xe + size_t(r) * size_t(hidden_), h + size_t(rows[r]) * size_t(hidden_), size_t(hidden_) * sizeof(float));
-    matmul(Xe, size_t(hidden_), w13_[size_t(e)], GU, size_t(2 * I), n, ctx.pool);
+    matmul(Xe, size_t(hidden_), w13_[local], GU, size_t(2 * I), n, ctx.pool);
     for (int r = 0; r < n; ++r)
       silu_mul(GU + size_t(r) * size_t(2 * I), GU + size_t(r) * size_t(2 * I) + I, A + size_t(r) * size_t(I), I);
-    matmul(A, size_t(I), w2_[size_t(e)], Ye, size_t(hidden_), n, ctx.pool);
+    matmul(A, size_t(I), w2_[local], Ye, size_t(hidden_), n, ctx.pool);
     for (int r = 0; r < n; ++r) axpy(row_w[r], Ye + size_t(r) * size_t(hidden_), x + size_t(rows[r]) * size_t(hidden_), hidden_);
   }
   for (auto& s : shared_) s.forward(ctx, h, x, N);

@@ -32,7 +32,8 @@ class MoeFfn {
   int hidden_;
   PackedWeight router_;
   std::vector<float> bias_;  // e_score_correction_bias (zeros when absent)
-  std::vector<PackedWeight> w13_, w2_;
+  int first_expert_ = 0, end_expert_ = 0;  // the experts this shard holds
+  std::vector<PackedWeight> w13_, w2_;     // theirs, from first_expert_
   std::vector<DenseFfn> shared_;
   void route(const float* logits, int32_t* ids, float* weights) const;
 };

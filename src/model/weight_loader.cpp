@@ -15,6 +15,41 @@ bool is_code_dtype(DType t) { return t == DType::I8 || t == DType::U8; }
 
 }  // namespace
 
+const TensorView& WeightLoader::get(const std::string& name, std::initializer_list<int64_t> shape) const {
+  const std::string full = prefix + name;
+  if (!shard.split()) return store.get(full, shape);
+  const TensorView& t = store.get(full);
+  const std::vector<int64_t> want(shape);
+  int split_dim = -1;
+  bool fits = t.shape.size() == want.size();
+  for (size_t d = 0; fits && d < want.size(); ++d) {
+    if (want[d] == -1 || want[d] == t.shape[d]) continue;
+    if (split_dim < 0 && want[d] * shard.size == t.shape[d]) split_dim = int(d);
+    else fits = false;
+  }
+  if (!fits || split_dim < 0) return store.get(full, shape);  // whole, or the store's own shape error
+  // Rows (dimension 0) are contiguous: a view. Other dimensions: outer x [part of d] x inner.
+  TensorView v = t;
+  v.shape[size_t(split_dim)] = want[size_t(split_dim)];
+  v.nbytes = t.nbytes / size_t(shard.size);
+  std::vector<std::byte> copy;
+  if (split_dim == 0) {
+    v.data = static_cast<const std::byte*>(t.data) + v.nbytes * size_t(shard.rank);
+  } else {
+    size_t outer = 1, inner = t.nbytes;
+    for (int d = 0; d < split_dim; ++d) outer *= size_t(t.shape[size_t(d)]);
+    inner /= outer * size_t(t.shape[size_t(split_dim)]);  // bytes per index of split_dim
+    const size_t part = size_t(want[size_t(split_dim)]) * inner, whole = size_t(t.shape[size_t(split_dim)]) * inner;
+    copy.resize(v.nbytes);
+    const auto* src = static_cast<const std::byte*>(t.data);
+    for (size_t o = 0; o < outer; ++o) std::memcpy(copy.data() + o * part, src + o * whole + part * size_t(shard.rank), part);
+  }
+  slices->emplace_back(std::move(v), std::move(copy));
+  auto& [view, bytes] = slices->back();
+  if (!bytes.empty()) view.data = bytes.data();
+  return view;
+}
+
 std::optional<WeightLoader::QuantParts> WeightLoader::quantized(const std::string& name, int out, int in) const {
   const TensorView* codes = store.find(prefix + name);
   if (!codes || !is_code_dtype(codes->dtype)) return std::nullopt;
@@ -28,10 +63,8 @@ std::optional<WeightLoader::QuantParts> WeightLoader::quantized(const std::strin
                                        " name no format (q8_0: I8 + F16, q4_0: U8 + F16, mxfp4: U8 + U8)");
   DS_CHECK(in % kQuantBlock == 0, where + ": a " + std::string(quant_format_name(f)) + " weight needs its input size (" +
                                       std::to_string(in) + ") to be a multiple of 32");
-  store.get(prefix + name, {int64_t(out), int64_t(quant_code_bytes(f, in))});
   const int64_t scale_cols = in / kQuantBlock;
-  store.get(prefix + name + "_scale", {int64_t(out), scale_cols});
-  return QuantParts{f, codes, scales};
+  return QuantParts{f, &get(name, {int64_t(out), int64_t(quant_code_bytes(f, in))}), &get(name + "_scale", {int64_t(out), scale_cols})};
 }
 
 PackedWeight WeightLoader::linear(const std::string& name, int out, int in) const {
@@ -40,7 +73,7 @@ PackedWeight WeightLoader::linear(const std::string& name, int out, int in) cons
     return pack_quantized_weight(q->format, static_cast<const uint8_t*>(q->codes->data),
                                  static_cast<const uint8_t*>(q->scales->data), out, in);
   }
-  const TensorView& t = store.get(prefix + name, {int64_t(out), int64_t(in)});
+  const TensorView& t = get(name, {int64_t(out), int64_t(in)});
   // Mapped tensors may be unaligned (safetensors packs them back to back): copy first.
   std::vector<std::byte> aligned(t.nbytes);
   std::memcpy(aligned.data(), t.data, t.nbytes);
@@ -107,17 +140,33 @@ void WeightLoader::require_numbers(const TensorView& t) const {
 }
 
 const TensorView& WeightLoader::float_tensor(const std::string& name, std::initializer_list<int64_t> shape) const {
-  const TensorView& t = store.get(prefix + name, shape);
+  const TensorView& t = get(name, shape);
   require_numbers(t);
   return t;
 }
 
 std::vector<float> WeightLoader::vector_f32(const std::string& name, int64_t numel) const {
-  const TensorView& t = store.get(prefix + name);
-  require_numbers(t);
-  DS_CHECK(t.numel() == numel, "tensor '" + prefix + name + "' in " + store.dir() + " has " +
-                                   std::to_string(t.numel()) + " elements, expected " + std::to_string(numel));
-  return t.to_f32();
+  const TensorView* whole = &store.get(prefix + name);
+  // A split shard's share of a per-channel vector: numel * shard.size stored, along its one
+  // dimension longer than 1 (A_log is kept as [1, 1, heads, 1]).
+  const TensorView* t = whole;
+  if (shard.split() && whole->numel() == numel * shard.size) {
+    int long_dims = 0;
+    for (int64_t d : whole->shape) long_dims += d > 1;
+    if (long_dims == 1) {
+      std::vector<int64_t> s = whole->shape;
+      for (int64_t& d : s)
+        if (d > 1) d /= shard.size;
+      if (s.size() == 1) t = &get(name, {s[0]});
+      else if (s.size() == 2) t = &get(name, {s[0], s[1]});
+      else if (s.size() == 3) t = &get(name, {s[0], s[1], s[2]});
+      else if (s.size() == 4) t = &get(name, {s[0], s[1], s[2], s[3]});
+    }
+  }
+  require_numbers(*t);
+  DS_CHECK(t->numel() == numel, "tensor '" + prefix + name + "' in " + store.dir() + " has " +
+                                    std::to_string(t->numel()) + " elements, expected " + std::to_string(numel));
+  return t->to_f32();
 }
 
 }  // namespace ds

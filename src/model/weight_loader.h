@@ -1,6 +1,9 @@
 // Loading helpers shared by the layers: shape-checked, copied into aligned packed memory.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -9,12 +12,23 @@
 
 #include "kernels/matmul.h"
 #include "model/safetensors.h"
+#include "model/shard.h"
 
 namespace ds {
 
+// Under a split shard, a layer asks for its local shape and the loader hands over this rank's
+// slice: a requested size that is the stored one divided by shard.size, in exactly one dimension,
+// takes part shard.rank of that dimension (rows: a view into the mapped file; any other
+// dimension: a copy the loader keeps until it is destroyed). Every other size must match.
 struct WeightLoader {
   const WeightStore& store;
   std::string prefix;  // e.g. "model.layers.3."
+  TensorShard shard = {};
+  std::shared_ptr<std::deque<std::pair<TensorView, std::vector<std::byte>>>> slices =
+      std::make_shared<std::deque<std::pair<TensorView, std::vector<std::byte>>>>();
+
+  // store.get(prefix + name, shape), or this rank's slice of it (above).
+  const TensorView& get(const std::string& name, std::initializer_list<int64_t> shape) const;
 
   PackedWeight linear(const std::string& name, int out, int in) const;
   // Several [out_i, in] linears of the same input stacked into one matmul.

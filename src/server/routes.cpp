@@ -60,6 +60,19 @@ json speculative_card(const EngineConfig& c) {
   return j;
 }
 
+// How the model is spread over processes, and each rank's memory (one process: no ranks).
+json parallel_card(const Engine& engine) {
+  const RankLayout& l = engine.config().ranks;
+  json ranks = json::array();
+  for (const RankMemory& m : engine.rank_memory())
+    ranks.push_back({{"rank", m.rank},
+                     {"numa_node", m.numa_node < 0 ? json(nullptr) : json(m.numa_node)},
+                     {"weights_bytes", m.weights_bytes},
+                     {"kv_pool_bytes", m.kv_pool_bytes},
+                     {"state_bytes", m.state_bytes}});
+  return {{"tp", l.tp}, {"dcp", l.dcp}, {"ranks", l.ranks}, {"numa", l.numa}, {"rank_memory", ranks}};
+}
+
 json model_card(const ServerContext& ctx, const std::string& name, int64_t created) {
   return {{"id", name},
           {"object", "model"},
@@ -75,7 +88,8 @@ json model_card(const ServerContext& ctx, const std::string& name, int64_t creat
           {"activation_dtype", activation_dtype_name(ctx.engine.config().activation_dtype)},
           {"build", {{"revision", build_info().revision}, {"compiler", build_info().compiler}}},
           {"prefix_caching", prefix_caching_card(ctx.engine.config())},
-          {"speculative_decoding", speculative_card(ctx.engine.config())}};
+          {"speculative_decoding", speculative_card(ctx.engine.config())},
+          {"parallel", parallel_card(ctx.engine)}};
 }
 
 void check_model_field(ServerContext& ctx, const json& body) {
