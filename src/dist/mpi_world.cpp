@@ -48,21 +48,48 @@ void MpiWorld::abort(int code) {
   std::_Exit(code);
 }
 
+namespace {
+MPI_Comm& as_comm(void*& p) { return *reinterpret_cast<MPI_Comm*>(&p); }
+MPI_Comm as_comm(void* const& p) { return *reinterpret_cast<const MPI_Comm*>(&p); }
+static_assert(sizeof(MPI_Comm) <= sizeof(void*), "an MPI_Comm handle fits in a pointer");
+}  // namespace
+
+MpiCollectives::MpiCollectives() { as_comm(comm_) = MPI_COMM_WORLD; }
+
+MpiCollectives::~MpiCollectives() {
+  if (owned_) MPI_Comm_free(&as_comm(comm_));
+}
+
+std::shared_ptr<MpiCollectives> MpiCollectives::split(int color) const {
+  auto c = std::make_shared<MpiCollectives>();
+  MPI_Comm out;
+  check(MPI_Comm_split(as_comm(comm_), color, rank(), &out), "comm split");
+  MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+  as_comm(c->comm_) = out;
+  c->owned_ = true;
+  return c;
+}
+
 int MpiCollectives::rank() const {
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_rank(as_comm(comm_), &r);
   return r;
 }
 
 int MpiCollectives::size() const {
   int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  MPI_Comm_size(as_comm(comm_), &s);
   return s;
+}
+
+void MpiCollectives::allgather(const float* send, size_t n, float* recv) {
+  DS_CHECK(n <= kMaxCount, "allgather: " + std::to_string(n) + " floats per rank is more than one MPI call moves");
+  check(MPI_Allgather(send, int(n), MPI_FLOAT, recv, int(n), MPI_FLOAT, as_comm(comm_)), "allgather");
 }
 
 void MpiCollectives::allreduce_sum(float* data, size_t n) {
   for (size_t at = 0; at < n; at += kMaxCount)
-    check(MPI_Allreduce(MPI_IN_PLACE, data + at, int(std::min(kMaxCount, n - at)), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+    check(MPI_Allreduce(MPI_IN_PLACE, data + at, int(std::min(kMaxCount, n - at)), MPI_FLOAT, MPI_SUM, as_comm(comm_)),
           "allreduce");
 }
 
@@ -73,13 +100,13 @@ void MpiCollectives::gather(const float* send, size_t n, float* recv) {
 void MpiCollectives::broadcast(void* data, size_t bytes) {
   auto* p = static_cast<char*>(data);
   for (size_t at = 0; at < bytes; at += kMaxCount)
-    check(MPI_Bcast(p + at, int(std::min(kMaxCount, bytes - at)), MPI_BYTE, 0, MPI_COMM_WORLD), "broadcast");
+    check(MPI_Bcast(p + at, int(std::min(kMaxCount, bytes - at)), MPI_BYTE, 0, as_comm(comm_)), "broadcast");
 }
 
 void MpiCollectives::broadcast_idle(void* data, size_t bytes) {
   DS_CHECK(bytes <= kMaxCount, "broadcast_idle: message too large");
   MPI_Request req;
-  check(MPI_Ibcast(data, int(bytes), MPI_BYTE, 0, MPI_COMM_WORLD, &req), "broadcast");
+  check(MPI_Ibcast(data, int(bytes), MPI_BYTE, 0, as_comm(comm_), &req), "broadcast");
   if (rank() == 0) {  // the sender does not idle
     check(MPI_Wait(&req, MPI_STATUS_IGNORE), "broadcast");
     return;
@@ -101,12 +128,12 @@ void MpiCollectives::broadcast_idle(void* data, size_t bytes) {
 
 void MpiCollectives::gather_bytes(const void* send, size_t bytes, void* recv) {
   DS_CHECK(bytes <= kMaxCount, "gather: " + std::to_string(bytes) + " bytes per rank is more than one MPI call moves");
-  check(MPI_Gather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, 0, MPI_COMM_WORLD), "gather");
+  check(MPI_Gather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, 0, as_comm(comm_)), "gather");
 }
 
 void MpiCollectives::scatter_bytes(const void* send, size_t bytes, void* recv) {
   DS_CHECK(bytes <= kMaxCount, "scatter: " + std::to_string(bytes) + " bytes per rank is more than one MPI call moves");
-  check(MPI_Scatter(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, 0, MPI_COMM_WORLD), "scatter");
+  check(MPI_Scatter(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, 0, as_comm(comm_)), "scatter");
 }
 
 }  // namespace ds::dist

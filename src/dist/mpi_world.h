@@ -34,6 +34,10 @@ class MpiWorld {
 // uses, and the byte broadcast, gather and scatter of the step protocol.
 class MpiCollectives final : public Collectives {
  public:
+  MpiCollectives();  // all ranks (MPI_COMM_WORLD)
+  ~MpiCollectives() override;
+  // The ranks with the same color, ordered by their rank here (a dcp group).
+  std::shared_ptr<MpiCollectives> split(int color) const;
   int rank() const override;
   int size() const override;
   void allreduce_sum(float* data, size_t n) override;
@@ -46,6 +50,11 @@ class MpiCollectives final : public Collectives {
   void broadcast_idle(void* data, size_t bytes);
   void gather_bytes(const void* send, size_t bytes, void* recv);
   void scatter_bytes(const void* send, size_t bytes, void* recv);
+  void allgather(const float* send, size_t n, float* recv) override;
+
+ private:
+  void* comm_ = nullptr;  // the MPI_Comm (a handle: mpi.h stays out of this header)
+  bool owned_ = false;
 };
 
 }  // namespace ds::dist

@@ -45,6 +45,8 @@ struct Reader {
 std::vector<char> encode_open(const OpenRequest& r) {
   Writer w;
   w.str(r.model_dir);
+  w.i32(r.tp);
+  w.i32(r.dcp);
   w.i32(r.threads);
   w.str(r.numa);
   return std::move(w.out);
@@ -54,6 +56,8 @@ OpenRequest decode_open(const std::vector<char>& bytes) {
   Reader r{bytes};
   OpenRequest o;
   o.model_dir = r.str();
+  o.tp = r.i32();
+  o.dcp = r.i32();
   o.threads = r.i32();
   o.numa = r.str();
   return o;

@@ -35,6 +35,7 @@ struct OpHeader {
 
 struct OpenRequest {
   std::string model_dir;
+  int tp = 1, dcp = 1;  // ranks: max(tp, dcp) (dist/ranks.h)
   int threads = 0;   // per rank
   std::string numa;  // --numa-bind: auto, off, or a node per rank "0,1"
 };

@@ -14,8 +14,16 @@ std::unique_ptr<Model> open_shard(MpiCollectives& comm, const OpenRequest& req, 
   const NumaPlacement p = bind_rank_to_numa(req.numa, comm.rank(), comm.size());
   report->memory.rank = comm.rank();
   report->memory.numa_node = p.node;
-  auto collectives = std::shared_ptr<Collectives>(&comm, [](Collectives*) {});  // the world outlives every model
-  std::unique_ptr<Model> m = Model::load_shard(req.model_dir, req.threads, TensorShard{comm.rank(), comm.size()}, collectives);
+  const int rank = comm.rank();
+  DS_CHECK(comm.size() == std::max(req.tp, req.dcp), "rank protocol: " + std::to_string(comm.size()) + " ranks for tp " +
+                                                         std::to_string(req.tp) + ", dcp " + std::to_string(req.dcp));
+  // Tensor parallel over all ranks (tp 1: each holds the whole model); dcp groups of
+  // consecutive ranks.
+  TensorShard shard{req.tp > 1 ? rank : 0, req.tp, rank % req.dcp, req.dcp};
+  std::shared_ptr<Collectives> tp_comm, dcp_comm;
+  if (req.tp > 1) tp_comm = std::shared_ptr<Collectives>(&comm, [](Collectives*) {});  // the world outlives every model
+  if (req.dcp > 1) dcp_comm = comm.split(rank / req.dcp);
+  std::unique_ptr<Model> m = Model::load_shard(req.model_dir, req.threads, shard, tp_comm, dcp_comm);
   report->memory.weights_bytes = m->weights_bytes();
   report->decode_weight_bytes = m->decode_weight_bytes();
   return m;

@@ -18,7 +18,7 @@ int64_t now_ns() {
 }  // namespace
 
 RankedModel::RankedModel(std::shared_ptr<MpiCollectives> comm, const OpenRequest& req, double step_timeout_s)
-    : comm_(std::move(comm)), step_timeout_s_(step_timeout_s) {
+    : comm_(std::move(comm)), tp_(req.tp), dcp_(req.dcp), step_timeout_s_(step_timeout_s) {
   DS_CHECK(step_timeout_s > 0, "invalid settings: --rank-step-timeout-s must be > 0");
   const std::vector<char> payload = encode_open(req);
   send(RankOp::Open, 0, 0, payload);
@@ -107,9 +107,9 @@ size_t RankedModel::decode_weight_bytes() const {
 }
 
 uint64_t RankedModel::weights_fingerprint() const {
-  // A block or state saved by T ranks holds T parts in their layout: never mix it with another
-  // rank count's entries (or a single process's) in the prefix cache or the disk tier.
-  return local_->weights_fingerprint() ^ (0x9e3779b97f4a7c15ull * uint64_t(ranks()));
+  // A block or state saved by ranks holds every rank's part in their layout: never mix it with
+  // another layout's entries (or a single process's) in the prefix cache or the disk tier.
+  return local_->weights_fingerprint() ^ (0x9e3779b97f4a7c15ull * uint64_t(ranks() * 1000 + size_t(tp_) * 31 + size_t(dcp_)));
 }
 
 void RankedModel::set_kv_dtype(KvDtype t) {

@@ -64,6 +64,7 @@ class RankedModel final : public Model {
   std::shared_ptr<MpiCollectives> comm_;
   std::unique_ptr<Model> local_;
   std::vector<RankReport> reports_;
+  int tp_ = 1, dcp_ = 1;
   mutable std::vector<char> part_;  // one rank's share of a state or block
   double step_timeout_s_;
   mutable std::atomic<int64_t> busy_since_ns_{0};  // 0: no operation in flight

@@ -16,17 +16,16 @@ void check_rank_layout(const RankOptions& o, int world_size, bool under_mpirun) 
   auto fail = [](const std::string& m) { throw Error("invalid settings: " + m); };
   if (o.tp < 1) fail("--tp must be >= 1, got " + std::to_string(o.tp));
   if (o.dcp < 1) fail("--dcp must be >= 1, got " + std::to_string(o.dcp));
-  if (o.tp % o.dcp != 0)
+  if (o.tp > 1 && o.tp % o.dcp != 0)
     fail("--dcp " + std::to_string(o.dcp) + " does not divide --tp " + std::to_string(o.tp) +
-         ": decode context parallel reuses the tensor-parallel ranks");
-  if (o.dcp > 1)
-    fail("--dcp " + std::to_string(o.dcp) + ": decode context parallel is not built yet (the KV cache is split by heads "
-         "across --tp ranks, not yet by tokens); use --dcp 1");
-  if (!under_mpirun && o.tp > 1)
-    fail("--tp " + std::to_string(o.tp) + " runs one process per rank: start it with mpirun -np " + std::to_string(o.tp));
-  if (under_mpirun && world_size != o.tp)
-    fail("mpirun started " + std::to_string(world_size) + " processes but --tp is " + std::to_string(o.tp) +
-         ": run one process per tensor-parallel rank (mpirun -np " + std::to_string(o.tp) + ")");
+         ": decode context parallel reuses the tensor-parallel ranks (or runs alone, with --tp 1)");
+  const int ranks = std::max(o.tp, o.dcp);
+  const std::string layout = "--tp " + std::to_string(o.tp) + " --dcp " + std::to_string(o.dcp);
+  if (!under_mpirun && ranks > 1)
+    fail(layout + " runs one process per rank: start it with mpirun -np " + std::to_string(ranks));
+  if (under_mpirun && world_size != ranks)
+    fail("mpirun started " + std::to_string(world_size) + " processes but " + layout + " takes " + std::to_string(ranks) +
+         ": run mpirun -np " + std::to_string(ranks));
   if (!(o.total_cpu_dram_gb >= 0) || !std::isfinite(o.total_cpu_dram_gb))
     fail("--total-cpu-dram-gb must be a positive number (0: not set)");
   if (!(o.step_timeout_s > 0)) fail("--rank-step-timeout-s must be > 0");
@@ -54,7 +53,7 @@ int Ranks::serve_as_worker() {
 
 std::unique_ptr<Model> Ranks::open_model(const std::string& dir, int threads, const RankOptions& o) {
   check_rank_layout(o, size(), distributed());
-  check_tensor_split(load_model_config(dir), o.tp);
+  check_tensor_split(load_model_config(dir), o.tp, o.dcp);
   // Rank 0 binds here, before the model's threads start (they inherit it; open_shard binds it
   // again, to the same node, as it binds every worker).
   placement_ = bind_rank_to_numa(o.numa, rank(), size());
@@ -66,7 +65,7 @@ std::unique_ptr<Model> Ranks::open_model(const std::string& dir, int threads, co
     spdlog::info("ranks: one process (tp 1, dcp 1); NUMA {}", placement_.note);
     return Model::load(dir, threads);
   }
-  OpenRequest req{dir, threads, o.numa};
+  OpenRequest req{dir, o.tp, o.dcp, threads, o.numa};
   auto m = std::make_unique<RankedModel>(comm_, req, o.step_timeout_s);
   spdlog::info("ranks: {} MPI ranks, tp {}, dcp {}; NUMA {}; each rank holds {:.1f} MB of weights", size(), o.tp, o.dcp,
                placement_.note, double(m->rank_memory().front().weights_bytes) / 1e6);

@@ -1,6 +1,7 @@
 // How `serve` runs as several ranks: the options, their start-up checks, and the process group
-// (MPI, when mpirun started us). Ranks = tp: every rank holds 1/tp of the weights; decode
-// context parallel (dcp) would reuse the same ranks, dcp dividing tp.
+// (MPI, when mpirun started us). Ranks = max(tp, dcp): every rank holds 1/tp of the weights,
+// and 1/dcp of the attention KV cache by tokens; dcp divides tp (the dcp groups are consecutive
+// tp ranks), or tp is 1 (the whole model on every rank, the KV split).
 #pragma once
 #include <memory>
 #include <string>

@@ -142,7 +142,7 @@ size_t attention_scratch_floats(int nq, int dv, int n_ctx) {
 }
 
 void attention_decode(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
-                      int n_ctx, float* out, float* scratch, const PagedKv* next, int next_ctx) {
+                      int n_ctx, float* out, float* scratch, const PagedKv* next, int next_ctx, float* out_lse) {
   const int R = (n_ctx + kAttnPartition - 1) / kAttnPartition;
   float* scores = scratch;
   // Partition r fetches r + 1; the last fetches the next item's first.
@@ -151,9 +151,9 @@ void attention_decode(const float* q, int nq, int dk, int dv, float scale, const
     if (next && next_ctx > 0) return KvAhead{next, 0, std::min(next_ctx, kAttnPartition)};
     return KvAhead{};
   };
-  if (R == 1) {  // one partition is already normalised; its lse is not needed
+  if (R == 1) {  // one partition is already normalised
     float lse[256];
-    attention_partition(q, nq, dk, dv, scale, kv, 0, n_ctx, out, lse, scores, ahead_of(0));
+    attention_partition(q, nq, dk, dv, scale, kv, 0, n_ctx, out, out_lse ? out_lse : lse, scores, ahead_of(0));
     return;
   }
   float* parts = scores + size_t(nq) * kAttnPartition;
@@ -163,7 +163,7 @@ void attention_decode(const float* q, int nq, int dk, int dv, float scale, const
     attention_partition(q, nq, dk, dv, scale, kv, t0, t1, parts + size_t(r) * size_t(nq) * size_t(dv),
                         lses + size_t(r) * size_t(nq), scores, ahead_of(r));
   }
-  merge_partitions(parts, lses, R, nq, dv, out, nullptr);
+  merge_partitions(parts, lses, R, nq, dv, out, out_lse);
 }
 
 size_t attention_rows_scratch_floats(int rows, int nq, int dk, int dv, int n_ctx_last) {

@@ -85,8 +85,11 @@ void merge_partitions(const float* parts, const float* lses, int R, int nq, int 
 size_t attention_scratch_floats(int nq, int dv, int n_ctx);
 // next (optional): the KV and context of the item this thread computes next, whose first
 // partition is fetched during this item's last (KvAhead).
+// out_lse (optional): each head's log-sum-exp of its scores over the context, for a merge with
+// other parts of the same context (decode context parallel ranks).
 void attention_decode(const float* q, int nq, int dk, int dv, float scale, const PagedKv& kv,
-                      int n_ctx, float* out, float* scratch, const PagedKv* next = nullptr, int next_ctx = 0);
+                      int n_ctx, float* out, float* scratch, const PagedKv* next = nullptr, int next_ctx = 0,
+                      float* out_lse = nullptr);
 
 // Decode attention for T consecutive query rows of one sequence (a speculative chunk being
 // verified): row j (q + j * q_stride, nq heads dk apart) sees the context [0, n_ctx0 + j) and

@@ -9,6 +9,7 @@
 #include "kernels/kv_format.h"
 #include "kernels/rope.h"
 #include "model/attention_items.h"
+#include "model/dcp_attention.h"
 #include "model/parallel.h"
 
 namespace ds {
@@ -26,6 +27,15 @@ GqaMixer::GqaMixer(const ModelConfig& c, const WeightLoader& w)
 size_t GqaMixer::temp_floats(int n) const {
   return size_t(n) * size_t((nh_ + 2 * nkv_) * hd_ + nh_ * hd_) + 4 * 64;
 }
+size_t GqaMixer::dcp_temp_floats(int n, const AttentionShard& dcp) const {
+  return dcp_attention_temp_floats(n, nh_, hd_, hd_, dcp);
+}
+
+size_t GqaMixer::dcp_scratch_floats(const AttentionShard& dcp, int max_ctx) const {
+  const int G = dcp.heads_split ? nh_ * dcp.size : nh_;
+  return attention_scratch_floats(G, hd_, max_ctx) + size_t(G + dcp.size) * size_t(hd_ + 1);
+}
+
 size_t GqaMixer::scratch_floats(int max_ctx) const {
   return std::max(attention_scratch_floats(nh_ / nkv_, hd_, max_ctx), attention_prefill_scratch_floats(nh_ / nkv_, hd_, hd_));
 }
@@ -62,11 +72,15 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
   const auto& seqs = ctx.batch->seqs;
   parallel_rows(ctx.pool, N, (nh_ + nkv_) * hd_, [&](int t, int) {
     float* row = QKV + size_t(t) * qkv_w;
-    const int pos = ctx.token_pos[t];
+    int pos = ctx.token_pos[t];
     float c[kMaxRopeHalf], sn[kMaxRopeHalf];
     rope_angles(hd_, pos, inv_freq_.data(), c, sn);
     for (int hh = 0; hh < nh_ + nkv_; ++hh) rope_rotate(row + size_t(hh * hd_), hd_, c, sn);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
+    if (ctx.dcp && ctx.dcp->active()) {  // every dcp-th row, at its local index
+      if (!ctx.dcp->owns(pos)) return;
+      pos = ctx.dcp->local(pos);
+    }
     std::byte* tok = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * head_row;
     const float* k_src = row + size_t(nh_ * hd_);  // every KV head's key, then every value
     const float* v_src = k_src + kvw;
@@ -77,8 +91,31 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
       kv_store_row(dt, v_src + size_t(g * hd_), hd_, dst + size_t(hd_) * esize, scales ? scales + 1 : nullptr);
     }
   });
-  const int group = nh_ / nkv_;
   const float scale = 1.f / std::sqrt(float(hd_));
+  if (ctx.dcp && ctx.dcp->active()) {
+    timed_into(ctx.kv_attention_seconds, [&] {
+      dcp_attention(ctx, *ctx.dcp, QKV, qkv_w, nh_, nkv_, hd_, hd_, scale,
+                    [&](int s, int g) {
+                      PagedKv kv;
+                      kv.k = kv_pool + size_t(g) * head_stride;
+                      kv.v = kv.k + size_t(hd_) * esize;
+                      if (kv_has_scales(dt)) {
+                        kv.k_scale = kv.k + scales_at;
+                        kv.v_scale = kv.k + scales_at + sizeof(float);
+                      }
+                      kv.block_stride = block_stride;
+                      kv.token_stride = head_row;
+                      kv.block_size = block_size;
+                      kv.block_table = seqs[size_t(s)].block_table;
+                      kv.dtype = dt;
+                      return kv;
+                    },
+                    O, size_t(nh_ * hd_));
+    });
+    matmul(O, size_t(nh_ * hd_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
+    return;
+  }
+  const int group = nh_ / nkv_;
   AttnItem* items = nullptr;
   const int n_items = plan_attention(*ctx.batch, nkv_, group, arena, &items);
   auto view = [&](const AttnItem& it) {

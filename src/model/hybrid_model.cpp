@@ -43,11 +43,14 @@ struct Layer {
 class HybridModel final : public Model {
  public:
   HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool, TensorShard shard = {},
-              std::shared_ptr<Collectives> comm = nullptr);
+              std::shared_ptr<Collectives> comm = nullptr, std::shared_ptr<Collectives> dcp_comm = nullptr);
   std::shared_ptr<ThreadPool> thread_pool() const override { return pool_; }
 
   const ModelConfig& config() const override { return cfg_; }
-  size_t kv_bytes_per_block(int block_size) const override { return kv_bytes_per_token_ * size_t(block_size); }
+  // Under decode context parallel this rank holds block_size / dcp of a block's rows.
+  size_t kv_bytes_per_block(int block_size) const override {
+    return kv_bytes_per_token_ * size_t(block_size / shard_.dcp);
+  }
   void set_kv_dtype(KvDtype t) override;
   KvDtype kv_dtype() const override { return kv_dtype_; }
   void set_activation_dtype(ActivationDtype a) override;
@@ -88,6 +91,8 @@ class HybridModel final : public Model {
   // their partial sums. One process: the whole model, local_ == cfg_, no comm_.
   TensorShard shard_;
   std::shared_ptr<Collectives> comm_;
+  std::shared_ptr<Collectives> dcp_comm_;  // the dcp group's (decode context parallel)
+  AttentionShard attn_;
   ModelConfig local_;
   std::string dir_;
   std::shared_ptr<ThreadPool> pool_;
@@ -125,10 +130,13 @@ class HybridModel final : public Model {
 };
 
 HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> pool, TensorShard shard,
-                         std::shared_ptr<Collectives> comm)
-    : cfg_(load_model_config(dir)), shard_(shard), comm_(std::move(comm)), dir_(dir), pool_(std::move(pool)) {
-  check_tensor_split(cfg_, shard_.size);
+                         std::shared_ptr<Collectives> comm, std::shared_ptr<Collectives> dcp_comm)
+    : cfg_(load_model_config(dir)), shard_(shard), comm_(std::move(comm)), dcp_comm_(std::move(dcp_comm)), dir_(dir),
+      pool_(std::move(pool)) {
+  check_tensor_split(cfg_, shard_.size, shard_.dcp);
   DS_CHECK(shard_.split() == (comm_ != nullptr), "a split model needs its ranks' collectives, and only it");
+  DS_CHECK((shard_.dcp > 1) == (dcp_comm_ != nullptr), "decode context parallel needs its group's collectives, and only it");
+  attn_ = AttentionShard{shard_.dcp_rank, shard_.dcp, shard_.split() && shard_.dcp > 1, dcp_comm_.get()};
   local_ = shard_config(cfg_, shard_);
   WeightStore store = WeightStore::open(dir);
   fingerprint_ = store.fingerprint();
@@ -199,7 +207,9 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
 size_t HybridModel::step_floats(int n, int logit_rows) const {
   size_t layer_max = 0;
   for (const Layer& L : layers_) {
-    size_t m = L.kda ? L.kda->temp_floats(n) : L.mla ? L.mla->temp_floats(n) : L.gqa->temp_floats(n);
+    size_t m = L.kda ? L.kda->temp_floats(n)
+               : L.mla ? L.mla->temp_floats(n) + L.mla->dcp_temp_floats(n, attn_)
+                       : L.gqa->temp_floats(n) + L.gqa->dcp_temp_floats(n, attn_);
     size_t f = L.moe ? L.moe->temp_floats(n) : L.dense->temp_floats(n);
     layer_max = std::max({layer_max, m, f});
   }
@@ -266,8 +276,10 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
            "runtime limits must all be positive");
   DS_CHECK(limits.spec_positions >= 0 && limits.spec_positions <= 64, "speculative positions must be in [0, 64]");
   limits_ = limits;
+  DS_CHECK(limits.block_size % shard_.dcp == 0, "decode context parallel: --dcp " + std::to_string(shard_.dcp) +
+                                                    " does not divide the block size " + std::to_string(limits.block_size));
   const int max_ctx = limits.num_kv_blocks * limits.block_size;
-  kv_pool_ = allocate_large(std::max<size_t>(1, kv_bytes_per_token_ * size_t(limits.block_size) * size_t(limits.num_kv_blocks)));
+  kv_pool_ = allocate_large(std::max<size_t>(1, kv_bytes_per_block(limits.block_size) * size_t(limits.num_kv_blocks)));
   const size_t state_bytes = state_floats_per_slot_ * size_t(limits.max_seqs) * sizeof(float);
   states_mem_ = allocate_large(std::max<size_t>(state_bytes, 1));
   states_ = reinterpret_cast<float*>(states_mem_.get());
@@ -283,8 +295,8 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   size_t scratch = 0;
   for (const Layer& L : layers_) {
     if (L.kda) scratch = std::max(scratch, L.kda->scratch_floats());
-    if (L.mla) scratch = std::max(scratch, L.mla->scratch_floats(max_ctx));
-    if (L.gqa) scratch = std::max(scratch, L.gqa->scratch_floats(max_ctx));
+    if (L.mla) scratch = std::max({scratch, L.mla->scratch_floats(max_ctx), L.mla->dcp_scratch_floats(attn_, max_ctx)});
+    if (L.gqa) scratch = std::max({scratch, L.gqa->scratch_floats(max_ctx), L.gqa->dcp_scratch_floats(attn_, max_ctx)});
   }
   thread_scratch_.assign(size_t(pool_->size()), std::vector<float>(scratch + 64));
   allocated_ = true;
@@ -331,7 +343,7 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
   }
   profile_ = ForwardProfile{};
   double kv_attention = 0;
-  StepContext ctx{&batch, N, tok_seq, tok_pos, pool_.get(), &arena_, &thread_scratch_, &kv_attention};
+  StepContext ctx{&batch, N, tok_seq, tok_pos, pool_.get(), &arena_, &thread_scratch_, &kv_attention, &attn_};
   using Clock = std::chrono::steady_clock;
   auto last_mark = Clock::now();
   // Adds the time since the last mark to `part`.
@@ -344,8 +356,10 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     row_to_f32(embed_.data(), embed_dtype_, size_t(batch.tokens[size_t(t)]), H, x + size_t(t) * size_t(H));
   });
   mark_part(ForwardProfile::Embed);
-  // Each attention layer owns a contiguous region [num_kv_blocks][block_size][row] of the pool.
-  const size_t layer_scale = size_t(limits_.block_size) * size_t(limits_.num_kv_blocks);
+  // Each attention layer owns a contiguous region [num_kv_blocks][block_size][row] of the pool
+  // (block_size / dcp rows per block under decode context parallel).
+  const int kv_block = limits_.block_size / shard_.dcp;
+  const size_t layer_scale = size_t(kv_block) * size_t(limits_.num_kv_blocks);
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
     const size_t mark = arena_.mark();
@@ -367,9 +381,9 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       }
       L.kda->forward(ctx, h, x, states_ + L.state_offset, state_floats_per_slot_, rb);
     } else if (L.mla) {
-      L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size, kv_dtype_);
+      L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, kv_block, kv_dtype_);
     } else {
-      L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, limits_.block_size, kv_dtype_);
+      L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, kv_block, kv_dtype_);
     }
     mark_part(L.kda ? ForwardProfile::Kda : L.mla ? ForwardProfile::Mla : ForwardProfile::Gqa);
     if (kv_attention > 0) {  // the mixer's KV-cache attention, out of its own part
@@ -405,7 +419,9 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
       rmsnorm(x + size_t(first + i) * size_t(H), final_norm_.data(), cfg_.rms_norm_eps, hl + size_t(r) * size_t(H), H);
   }
   if (!shard_.split()) {
-    if (logit_rows > 0) matmul(hl, size_t(H), lm_head_, logits, size_t(cfg_.vocab_size), logit_rows, pool_.get());
+    // (Decode context parallel alone: every rank holds the whole head; only rank 0, which
+    // samples, is given logits to fill.)
+    if (logit_rows > 0 && logits) matmul(hl, size_t(H), lm_head_, logits, size_t(cfg_.vocab_size), logit_rows, pool_.get());
     mark_part(ForwardProfile::LmHead);
     return;
   }
@@ -470,7 +486,7 @@ void HybridModel::load_state(int slot, const void* src) {
 template <typename F>
 void HybridModel::for_each_block_span(int block, F&& f) const {
   DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "KV block " + std::to_string(block) + " outside the pool");
-  const size_t bs = size_t(limits_.block_size), scale = bs * size_t(limits_.num_kv_blocks);
+  const size_t bs = size_t(limits_.block_size / shard_.dcp), scale = bs * size_t(limits_.num_kv_blocks);
   for (const Layer& L : layers_) {
     if (L.kda) continue;
     const size_t row = L.mla ? L.mla->kv_row_bytes(kv_dtype_) : L.gqa->kv_row_bytes(kv_dtype_);
@@ -515,11 +531,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir, int threads) {
 }
 
 std::unique_ptr<Model> Model::load_shard(const std::string& dir, int threads, TensorShard shard,
-                                         std::shared_ptr<Collectives> comm) {
+                                         std::shared_ptr<Collectives> comm, std::shared_ptr<Collectives> dcp_comm) {
   check_model_path(dir);
   DS_CHECK(!is_gguf_model(dir) || !shard.split(), "tensor parallel loads a model folder (safetensors), not a GGUF file");
   return std::make_unique<HybridModel>(dir, std::make_shared<ThreadPool>(threads > 0 ? threads : default_thread_count()),
-                                       shard, std::move(comm));
+                                       shard, std::move(comm), std::move(dcp_comm));
 }
 
 std::unique_ptr<Model> Model::load_sharing_threads(const std::string& dir, const Model& other) {

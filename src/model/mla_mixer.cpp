@@ -14,6 +14,7 @@
 #include "kernels/kv_format.h"
 #include "kernels/elementwise.h"
 #include "model/attention_items.h"
+#include "model/dcp_attention.h"
 #include "model/parallel.h"
 
 namespace ds {
@@ -51,6 +52,15 @@ MlaMixer::MlaMixer(const ModelConfig& c, const WeightLoader& w)
 size_t MlaMixer::temp_floats(int n) const {
   return size_t(n) * (size_t(nh_ * (nope_ + R_)) + size_t(L_ + R_) + size_t(nh_ * (L_ + R_)) +
                       size_t(nh_ * L_) + size_t(nh_ * V_)) + 8 * 64;
+}
+
+size_t MlaMixer::dcp_temp_floats(int n, const AttentionShard& dcp) const {
+  return dcp_attention_temp_floats(n, nh_, L_ + R_, L_, dcp);
+}
+
+size_t MlaMixer::dcp_scratch_floats(const AttentionShard& dcp, int max_ctx) const {
+  const int G = dcp.heads_split ? nh_ * dcp.size : nh_;
+  return attention_scratch_floats(G, L_, max_ctx) + size_t(G + dcp.size) * size_t(L_ + 1);
 }
 
 size_t MlaMixer::scratch_floats(int max_ctx) const {
@@ -94,7 +104,11 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     float* row = KVA + size_t(t) * lat;
     rmsnorm(row, kv_norm_.data(), eps_, row, L_);
     const SeqChunk& sc = seqs[size_t(ctx.token_seq[t])];
-    const int pos = ctx.token_pos[t];
+    int pos = ctx.token_pos[t];
+    if (ctx.dcp && ctx.dcp->active()) {  // every dcp-th row, at its local index
+      if (!ctx.dcp->owns(pos)) return;
+      pos = ctx.dcp->local(pos);
+    }
     std::byte* dst = kv_pool + size_t(sc.block_table[pos / block_size]) * block_stride + size_t(pos % block_size) * token_stride;
     kv_store_row(dt, row, int(lat), dst, kv_has_scales(dt) ? reinterpret_cast<float*>(dst + scale_at) : nullptr);
   });
@@ -106,6 +120,23 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     matmul(qh, size_t(nope_), k_absorb_[size_t(hh)], ql, lat, 1, nullptr);
     std::memcpy(ql + L_, qh + nope_, size_t(R_) * sizeof(float));
   }, double(nope_) * L_);
+  if (ctx.dcp && ctx.dcp->active()) {
+    timed_into(ctx.kv_attention_seconds, [&] {
+      dcp_attention(ctx, *ctx.dcp, QL, size_t(nh_) * lat, nh_, 1, L_ + R_, L_, scale_,
+                    [&](int s, int) {
+                      PagedKv kv;
+                      kv.k = kv.v = kv_pool;
+                      if (kv_has_scales(dt)) kv.k_scale = kv.v_scale = kv_pool + scale_at;
+                      kv.block_stride = block_stride;
+                      kv.token_stride = token_stride;
+                      kv.block_size = block_size;
+                      kv.block_table = seqs[size_t(s)].block_table;
+                      kv.dtype = dt;
+                      return kv;
+                    },
+                    OL, size_t(nh_ * L_));
+    });
+  } else {
   // Attention: decode rows and speculative chunks split their heads into groups when there are
   // too few of them to keep every thread busy; prefill chunks split into query tiles with all
   // heads together.
@@ -157,6 +188,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     }
   };
   timed_into(ctx.kv_attention_seconds, [&] { parallel_items_ahead(ctx.pool, n_items, attend); });
+  }
   // Values: each head's latent output mapped out by its half of kv_b_proj.
   parallel_items(ctx.pool, N * nh_, [&](int item, int) {
     const int t = item / nh_, hh = item % nh_;

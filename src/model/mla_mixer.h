@@ -22,6 +22,9 @@ class MlaMixer {
   // kv_pool: this layer's [num_blocks][block_size][kv_row_bytes] latent cache.
   void forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size, KvDtype dt) const;
   size_t temp_floats(int n) const;
+  // What decode context parallel adds: arena floats for n rows, and per-thread scratch.
+  size_t dcp_temp_floats(int n, const AttentionShard& dcp) const;
+  size_t dcp_scratch_floats(const AttentionShard& dcp, int max_ctx) const;
   size_t weight_bytes() const;
   // Per-thread scratch for attention over up to max_ctx tokens.
   size_t scratch_floats(int max_ctx) const;

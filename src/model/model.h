@@ -76,8 +76,9 @@ class Model : public CacheMemory {
   // experts and vocabulary rows, joined to the other ranks' by comm inside forward(). On rank
   // 0 forward() writes whole logits rows; elsewhere `logits` is not written. Cache memory
   // (save/load of states and blocks) is this shard's own part.
+  // Decode context parallel (shard.dcp > 1): dcp_comm joins the rank's dcp group.
   static std::unique_ptr<Model> load_shard(const std::string& dir, int threads, TensorShard shard,
-                                           std::shared_ptr<Collectives> comm);
+                                           std::shared_ptr<Collectives> comm, std::shared_ptr<Collectives> dcp_comm = nullptr);
   virtual std::shared_ptr<ThreadPool> thread_pool() const { return nullptr; }
   ~Model() override = default;
 

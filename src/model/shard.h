@@ -7,10 +7,16 @@
 namespace ds {
 
 // This rank's slice of every split weight: heads, FFN columns, experts and vocabulary rows are
-// cut into `size` equal parts and the rank keeps part `rank`. {0, 1}: the whole model.
+// cut into `size` (tp) equal parts and the rank keeps part `rank`. {0, 1}: the whole model.
+// Decode context parallel: the attention KV cache is cut by tokens among `dcp` ranks (token i
+// on dcp rank i mod dcp), which reuse the tensor-parallel ranks: dcp divides tp (consecutive
+// ranks form a dcp group), or tp is 1 (every rank holds the whole model, and only the KV is
+// split). Ranks: max(tp, dcp).
 struct TensorShard {
   int rank = 0;
   int size = 1;
+  int dcp_rank = 0;
+  int dcp = 1;
   bool split() const { return size > 1; }
 };
 
@@ -26,6 +32,24 @@ class Collectives {
   // Rank 0 receives every rank's n floats, rank after rank, in recv (size() * n floats); recv
   // is unused elsewhere.
   virtual void gather(const float* send, size_t n, float* recv) = 0;
+  // Every rank receives every rank's n floats, rank after rank, in recv (size() * n floats).
+  virtual void allgather(const float* send, size_t n, float* recv) = 0;
+};
+
+// A mixer's share of decode context parallel attention (model/dcp_attention.h): this rank's
+// place in its dcp group, and the group's collectives. size 1: the whole KV, no exchange.
+struct AttentionShard {
+  int rank = 0;
+  int size = 1;
+  // The group's ranks hold different query heads (tp > 1), which the group gathers so each
+  // rank attends all of them over its tokens; with tp 1 they all hold every head already.
+  bool heads_split = false;
+  Collectives* group = nullptr;
+  bool active() const { return size > 1; }
+  bool owns(int pos) const { return pos % size == rank; }
+  int local(int pos) const { return pos / size; }
+  // Tokens of the context [0, n) this rank holds.
+  int local_count(int n) const { return n > rank ? (n - rank + size - 1) / size : 0; }
 };
 
 }  // namespace ds

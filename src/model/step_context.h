@@ -21,6 +21,9 @@ struct StepContext {
   Arena* arena = nullptr;
   std::vector<std::vector<float>>* thread_scratch = nullptr;  // per thread, sized at allocate()
   double* kv_attention_seconds = nullptr;  // attention mixers add their KV-cache attention time here
+  // Decode context parallel (model/dcp_attention.h): this rank holds every dcp-th token's KV
+  // row; null or inactive: all of them.
+  const AttentionShard* dcp = nullptr;
 };
 
 // Adds the time fn takes to *seconds (when given).

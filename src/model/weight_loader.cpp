@@ -24,25 +24,29 @@ const TensorView& WeightLoader::get(const std::string& name, std::initializer_li
   bool fits = t.shape.size() == want.size();
   for (size_t d = 0; fits && d < want.size(); ++d) {
     if (want[d] == -1 || want[d] == t.shape[d]) continue;
-    if (split_dim < 0 && want[d] * shard.size == t.shape[d]) split_dim = int(d);
+    // A part of k (k dividing the shard count: the KV heads a dcp group shares are split over
+    // tp / dcp groups of consecutive ranks).
+    if (split_dim < 0 && want[d] > 0 && t.shape[d] % want[d] == 0 && shard.size % (t.shape[d] / want[d]) == 0) split_dim = int(d);
     else fits = false;
   }
   if (!fits || split_dim < 0) return store.get(full, shape);  // whole, or the store's own shape error
   // Rows (dimension 0) are contiguous: a view. Other dimensions: outer x [part of d] x inner.
+  const int parts = int(t.shape[size_t(split_dim)] / want[size_t(split_dim)]);
+  const int part = shard.rank / (shard.size / parts);
   TensorView v = t;
   v.shape[size_t(split_dim)] = want[size_t(split_dim)];
-  v.nbytes = t.nbytes / size_t(shard.size);
+  v.nbytes = t.nbytes / size_t(parts);
   std::vector<std::byte> copy;
   if (split_dim == 0) {
-    v.data = static_cast<const std::byte*>(t.data) + v.nbytes * size_t(shard.rank);
+    v.data = static_cast<const std::byte*>(t.data) + v.nbytes * size_t(part);
   } else {
     size_t outer = 1, inner = t.nbytes;
     for (int d = 0; d < split_dim; ++d) outer *= size_t(t.shape[size_t(d)]);
     inner /= outer * size_t(t.shape[size_t(split_dim)]);  // bytes per index of split_dim
-    const size_t part = size_t(want[size_t(split_dim)]) * inner, whole = size_t(t.shape[size_t(split_dim)]) * inner;
+    const size_t piece = size_t(want[size_t(split_dim)]) * inner, whole = size_t(t.shape[size_t(split_dim)]) * inner;
     copy.resize(v.nbytes);
     const auto* src = static_cast<const std::byte*>(t.data);
-    for (size_t o = 0; o < outer; ++o) std::memcpy(copy.data() + o * part, src + o * whole + part * size_t(shard.rank), part);
+    for (size_t o = 0; o < outer; ++o) std::memcpy(copy.data() + o * piece, src + o * whole + piece * size_t(part), piece);
   }
   slices->emplace_back(std::move(v), std::move(copy));
   auto& [view, bytes] = slices->back();

@@ -17,9 +17,11 @@
 namespace ds {
 
 // Under a split shard, a layer asks for its local shape and the loader hands over this rank's
-// slice: a requested size that is the stored one divided by shard.size, in exactly one dimension,
-// takes part shard.rank of that dimension (rows: a view into the mapped file; any other
-// dimension: a copy the loader keeps until it is destroyed). Every other size must match.
+// slice: a requested size that is the stored one divided by k, in exactly one dimension, with k
+// dividing shard.size, takes part shard.rank / (shard.size / k) of that dimension: k = size for
+// what tp splits, fewer for what consecutive ranks share (a dcp group's KV heads). Rows: a view
+// into the mapped file; any other dimension: a copy the loader keeps until it is destroyed.
+// Every other size must match.
 struct WeightLoader {
   const WeightStore& store;
   std::string prefix;  // e.g. "model.layers.3."

@@ -21,13 +21,27 @@ namespace {
 
 std::shared_ptr<dist::MpiCollectives> g_comm;
 
-std::string model_dir(const std::string& name) { return std::string(DS_SOURCE_DIR) + "/tests/data/models/" + name; }
+// A model (under tests/data/models, or models/ for the bundled one) and a layout of 2 ranks.
+struct Layout {
+  std::string model;
+  int tp = 1, dcp = 1;
+  std::string dir() const {
+    return std::string(DS_SOURCE_DIR) + (model == "deltacoder" ? "/models/" : "/tests/data/models/") + model;
+  }
+};
 
-std::unique_ptr<Model> ranked(const std::string& dir) {
-  return std::make_unique<dist::RankedModel>(g_comm, dist::OpenRequest{dir, 1, "auto"}, 120);
+std::string layout_name(const ::testing::TestParamInfo<Layout>& i) {
+  std::string n = i.param.model + "_tp" + std::to_string(i.param.tp) + "_dcp" + std::to_string(i.param.dcp);
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
 }
 
-class Ranks : public ::testing::TestWithParam<std::string> {};
+std::unique_ptr<Model> ranked(const Layout& l) {
+  return std::make_unique<dist::RankedModel>(g_comm, dist::OpenRequest{l.dir(), l.tp, l.dcp, 1, "auto"}, 120);
+}
+
+class Ranks : public ::testing::TestWithParam<Layout> {};
 
 RuntimeLimits limits() {
   RuntimeLimits l;
@@ -76,17 +90,18 @@ double max_logit_gap(Model& a, Model& b) {
 }
 
 TEST_P(Ranks, LogitsMatchOneProcess) {
-  auto whole = Model::load(model_dir(GetParam()), 1);
-  auto split = ranked(model_dir(GetParam()));
+  auto whole = Model::load(GetParam().dir(), 1);
+  auto split = ranked(GetParam());
   const double gap = max_logit_gap(*whole, *split);
-  std::printf("[ranks] %s tp 2: largest |logit difference| against one process %.3g\n", GetParam().c_str(), gap);
+  std::printf("[ranks] %s tp %d dcp %d: largest |logit difference| against one process %.3g\n", GetParam().model.c_str(),
+              GetParam().tp, GetParam().dcp, gap);
   EXPECT_LT(gap, 1e-4);
 }
 
 TEST_P(Ranks, StateAndBlockRoundTripThroughAllRanks) {
   // A slot's state and a block saved through the ranked model and loaded into another slot and
   // block decode exactly as the originals.
-  auto m = ranked(model_dir(GetParam()));
+  auto m = ranked(GetParam());
   m->allocate(limits());
   const int V = m->config().vocab_size;
   std::vector<int32_t> t0 = {0, 1}, t1 = {2, 3};
@@ -149,8 +164,8 @@ std::vector<std::vector<int32_t>> sessions(std::unique_ptr<Model> m, EngineConfi
 
 TEST_P(Ranks, GreedyTokensMatchOneProcessOver16MultiTurnSessions) {
   int cached = 0;
-  const auto whole = sessions(Model::load(model_dir(GetParam()), 1), engine_config(true));
-  const auto split = sessions(ranked(model_dir(GetParam())), engine_config(true), &cached);
+  const auto whole = sessions(Model::load(GetParam().dir(), 1), engine_config(true));
+  const auto split = sessions(ranked(GetParam()), engine_config(true), &cached);
   EXPECT_EQ(whole, split);
   EXPECT_GT(cached, 0) << "turn 2 should resume from the prefix cache";
 }
@@ -172,19 +187,26 @@ TEST_P(Ranks, SpeculativeDecodingMatchesOneProcess) {
         for (int i = 0; i < 12; ++i) p.push_back(int32_t(40 + i));
       return testing::collect(*engine.submit(testing::greedy_request(p, 40))).tokens;
     };
-    const auto plain = run(Model::load(model_dir(GetParam()), 1), engine_config(false));
-    EXPECT_EQ(plain, run(ranked(model_dir(GetParam())), c)) << rollback;
+    const auto plain = run(Model::load(GetParam().dir(), 1), engine_config(false));
+    EXPECT_EQ(plain, run(ranked(GetParam()), c)) << rollback;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Ranks, ::testing::Values("tiny-hybrid-f32", "tiny-llama-f32", "tiny-hybrid-bf16"));
+// tp 2, dcp 2 (tp 1: the whole model on each rank, the KV split by tokens), and both. The
+// bundled deltacoder's 3 heads do not split over 2 ranks (RanksErrors below): dcp 2 only.
+INSTANTIATE_TEST_SUITE_P(Models, Ranks,
+                         ::testing::Values(Layout{"tiny-hybrid-f32", 2, 1}, Layout{"tiny-hybrid-f32", 1, 2},
+                                           Layout{"tiny-hybrid-f32", 2, 2}, Layout{"tiny-llama-f32", 2, 1},
+                                           Layout{"tiny-llama-f32", 1, 2}, Layout{"tiny-llama-f32", 2, 2},
+                                           Layout{"tiny-hybrid-bf16", 2, 2}, Layout{"deltacoder", 1, 2}),
+                         layout_name);
 
 TEST(RanksDiskTier, ARestartedTwoRankEngineHitsTheTier) {
   const std::string tier = (std::filesystem::temp_directory_path() / ("ds_rank_tier_" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(tier);
   EngineConfig c = engine_config(true);
   c.prefix.disk_tier_dir = tier;
-  const std::string dir = model_dir("tiny-hybrid-f32");
+  const Layout dir{"tiny-hybrid-f32", 2, 2};
   const auto p = testing::make_prompt(100, 5, 512);
   std::vector<int32_t> first, again;
   {
@@ -202,7 +224,7 @@ TEST(RanksDiskTier, ARestartedTwoRankEngineHitsTheTier) {
 TEST(RanksErrors, ATensorParallelSizeThatDoesNotDivideTheHeadsIsOneLine) {
   // The bundled deltacoder has 3 KDA and MLA heads: 2 ranks cannot split them.
   try {
-    ranked(std::string(DS_SOURCE_DIR) + "/models/deltacoder");
+    ranked(Layout{"deltacoder", 2, 1});
     FAIL() << "expected an error";
   } catch (const std::exception& e) {
     const std::string m = e.what();
@@ -210,6 +232,7 @@ TEST(RanksErrors, ATensorParallelSizeThatDoesNotDivideTheHeadsIsOneLine) {
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
   EXPECT_THROW(dist::check_rank_layout(dist::RankOptions{2, 3}, 2, true), Error);
+  EXPECT_NO_THROW(dist::check_rank_layout(dist::RankOptions{1, 2}, 2, true));
   EXPECT_THROW(dist::check_rank_layout(dist::RankOptions{4, 1}, 2, true), Error);
   EXPECT_THROW(dist::check_rank_layout(dist::RankOptions{2, 1}, 1, false), Error);
 }

@@ -8,7 +8,7 @@ MPIRUN=$2
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TINY=$ROOT/tests/data/models/tiny-hybrid-f32
 WORK=$(mktemp -d)
-trap 'pkill -9 -f "serve --model $TINY --tp 2 --port" 2>/dev/null; rm -rf "$WORK"; true' EXIT
+trap 'pkill -9 -f "serve --model $TINY --tp 2 --port" 2>/dev/null; pkill -9 -f "serve --model $ROOT/models/deltacoder --dcp 2 --port" 2>/dev/null; rm -rf "$WORK"; true' EXIT
 MPI=("$MPIRUN" -np 2 --oversubscribe --allow-run-as-root)
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -23,7 +23,8 @@ expect_error() {  # text, then the command
 }
 expect_error "does not divide the model's KDA heads" "${MPI[@]}" "$CLI" serve --model "$ROOT/models/deltacoder" --tp 2 --port 0
 expect_error "does not divide --tp 2" "${MPI[@]}" "$CLI" serve --model "$TINY" --tp 2 --dcp 3 --port 0
-expect_error "mpirun started 2 processes but --tp is 1" "${MPI[@]}" "$CLI" serve --model "$TINY" --port 0
+expect_error "does not divide the block size" "${MPI[@]}" "$CLI" serve --model "$TINY" --dcp 2 --block-size 15 --port 0
+expect_error "mpirun started 2 processes but --tp 1 --dcp 1 takes 1" "${MPI[@]}" "$CLI" serve --model "$TINY" --port 0
 expect_error "start it with mpirun -np 2" "$CLI" serve --model "$TINY" --tp 2 --port 0
 expect_error "gives each rank" "${MPI[@]}" "$CLI" serve --model "$TINY" --tp 2 --total-cpu-dram-gb 1000000 --port 0
 
@@ -63,6 +64,27 @@ timeout 60 tail --pid=$SRV -f /dev/null || fail "SIGTERM did not end the run"
 wait $SRV; rc=$?
 [[ $rc -eq 0 ]] || { cat "$WORK/log_$P"; fail "SIGTERM to rank 0: mpirun exit $rc, expected 0"; }
 echo "ok: serves with 2 ranks, reports them, drains on SIGTERM"
+
+# The bundled model with decode context parallel (its 3 heads do not split over 2 ranks, but
+# its KV cache does): answers as one process does, token for token.
+P=$(port)
+"$CLI" serve --model "$ROOT/models/deltacoder" --port "$P" --threads 1 >"$WORK/log_one" 2>&1 &
+ONE=$!
+for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$P/health" >/dev/null 2>&1 && break; sleep 0.25; done
+REQ='{"prompt":"def fibonacci(n):","max_tokens":24,"temperature":0}'
+one=$(curl -sf "http://127.0.0.1:$P/v1/completions" -H 'content-type: application/json' -d "$REQ" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+kill -TERM $ONE; wait $ONE
+P=$(port)
+"${MPI[@]}" "$CLI" serve --model "$ROOT/models/deltacoder" --dcp 2 --port "$P" --threads 1 >"$WORK/log_dcp" 2>&1 &
+SRV=$!
+for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$P/health" >/dev/null 2>&1 && break; sleep 0.25; done
+two=$(curl -sf "http://127.0.0.1:$P/v1/completions" -H 'content-type: application/json' -d "$REQ" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
+for p in $(pgrep -f "serve --model $ROOT/models/deltacoder --dcp 2 --port $P"); do
+  tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && kill -TERM "$p"
+done
+wait $SRV || { cat "$WORK/log_dcp"; fail "the dcp 2 server did not end with 0"; }
+[[ -n $one && "$one" == "$two" ]] || fail "deltacoder with --dcp 2 answered '$two', one process '$one'"
+echo "ok: deltacoder with --dcp 2 answers as one process"
 
 # A killed rank: the run ends non-zero, with a message, well within the step timeout.
 P=$(port); start "$P" --rank-step-timeout-s 5
