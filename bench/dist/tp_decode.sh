@@ -50,9 +50,10 @@ run_point() {  # layout (1xT or Tx1), concurrency
   echo "$layout $c $tok" >>"$OUT/points"
   # rank 0 drains on SIGTERM and releases the others (mpirun itself would report a signal)
   for p in $(pgrep -f "serve --model $MODEL --port $PORT"); do
-    if tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' ; then
-      tr '\0' '\n' </proc/$p/environ | grep -qx 'OMPI_COMM_WORLD_RANK=0' && kill -TERM "$p"
-    elif [[ $(cat /proc/$p/comm) == deltaserve ]]; then kill -TERM "$p"; fi
+    env=$(tr '\0' '\n' </proc/$p/environ 2>/dev/null || true)
+    if grep -q '^OMPI_COMM_WORLD_RANK=' <<<"$env"; then
+      if grep -qx 'OMPI_COMM_WORLD_RANK=0' <<<"$env"; then kill -TERM "$p"; fi
+    elif [[ $(cat /proc/$p/comm 2>/dev/null) == deltaserve ]]; then kill -TERM "$p"; fi
   done
   wait $srv || true
 }
