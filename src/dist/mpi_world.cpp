@@ -118,9 +118,14 @@ void MpiCollectives::broadcast_idle(void* data, size_t bytes) {
   while (true) {
     check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "broadcast");
     if (done) return;
-    // Steps follow each other within microseconds while decoding: spin for the first 200 us,
-    // then sleep in growing naps (at most 1 ms) while the server is idle.
-    if (Clock::now() - start < std::chrono::microseconds(200)) continue;
+    // While the server decodes, rank 0's next step comes after its sampling and streaming
+    // (hundreds of microseconds, more when the HTTP threads compete for the cores): keep polling
+    // for 5 ms, yielding the core to any other runnable thread, so the step starts here as it
+    // starts there; then sleep in growing naps (at most 1 ms) while the server is idle.
+    if (Clock::now() - start < std::chrono::milliseconds(5)) {
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(1000));
   }
