@@ -70,7 +70,7 @@ std::vector<RankReport> RankedModel::gather_reports(const RankReport& mine) cons
 
 template <typename F>
 void RankedModel::timed(const char* what, F&& f) const {
-  busy_what_ = what;
+  busy_what_.store(what, std::memory_order_relaxed);
   busy_since_ns_.store(now_ns(), std::memory_order_release);
   struct Disarm {
     std::atomic<int64_t>& a;
@@ -88,7 +88,7 @@ void RankedModel::watch() {
     if (waited < step_timeout_s_) continue;
     spdlog::critical("ranks: a {} has not finished after {:.1f} s (--rank-step-timeout-s {}): a rank died or stopped "
                      "answering; stopping every rank",
-                     busy_what_, waited, step_timeout_s_);
+                     busy_what_.load(std::memory_order_relaxed), waited, step_timeout_s_);
     spdlog::default_logger()->flush();
     MpiWorld::abort(70);
   }

@@ -68,7 +68,7 @@ class RankedModel final : public Model {
   mutable std::vector<char> part_;  // one rank's share of a state or block
   double step_timeout_s_;
   mutable std::atomic<int64_t> busy_since_ns_{0};  // 0: no operation in flight
-  mutable const char* busy_what_ = "";
+  mutable std::atomic<const char*> busy_what_{""};
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

@@ -49,7 +49,6 @@ void dcp_attention(const StepContext& ctx, const AttentionShard& dcp, const floa
   // last float of a head being its lse (-inf where this rank holds none of the context yet).
   const size_t W = size_t(dv) + 1;
   float* P = arena.alloc<float>(size_t(N) * size_t(G) * W);
-  const auto& seqs = ctx.batch->seqs;
   parallel_items(ctx.pool, N * kv_heads, [&](int item, int thread) {
     const int t = item / kv_heads, g = item % kv_heads;
     const int n_local = dcp.local_count(ctx.token_pos[t] + 1);
@@ -66,7 +65,6 @@ void dcp_attention(const StepContext& ctx, const AttentionShard& dcp, const floa
     float* o = scratch.data() + scratch.size() - size_t(per_kv) * W;
     float* lse = o + size_t(per_kv) * size_t(dv);
     const PagedKv kv = kv_of(ctx.token_seq[t], g);
-    (void)seqs;
     attention_decode(Qg + (size_t(t) * size_t(G) + size_t(g) * size_t(per_kv)) * size_t(dk), per_kv, dk, dv, scale, kv,
                      n_local, o, scratch.data(), nullptr, 0, lse);
     for (int h = 0; h < per_kv; ++h) {

@@ -244,6 +244,8 @@ void HybridModel::set_activation_dtype(ActivationDtype a) {
 void HybridModel::set_hidden_taps(const std::vector<int>& layers, int tail_rows) {
   DS_CHECK(!allocated_, "hidden taps are set before the runtime is allocated");
   DS_CHECK(tail_rows > 0, "hidden taps: tail_rows must be positive");
+  DS_CHECK(!shard_.split(), "invalid settings: the parallel drafter shares the target's LM head, which --tp " +
+                                std::to_string(shard_.size) + " splits across ranks: run it with --tp 1");
   tap_tail_ = tail_rows;
   tap_of_layer_.assign(size_t(cfg_.num_layers), -1);
   for (size_t i = 0; i < layers.size(); ++i) {
