@@ -6,12 +6,20 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "dist/numa_binding.h"
 
 namespace ds::dist {
 
 std::unique_ptr<Model> open_shard(MpiCollectives& comm, const OpenRequest& req, RankReport* report) {
   const NumaPlacement p = bind_rank_to_numa(req.numa, comm.rank(), comm.size());
+  // mpirun binds each rank to one core by default (OpenMPI, 2 ranks or fewer); threads beyond
+  // the CPUs a rank may use would take turns on them.
+  const int cpus = default_thread_count();
+  if (req.threads > cpus)
+    spdlog::warn("rank {}: --threads {} but this rank may run on {} CPU(s) only (mpirun's binding): start mpirun with "
+                 "--bind-to none, or let --numa-bind pin it to a node",
+                 comm.rank(), req.threads, cpus);
   report->memory.rank = comm.rank();
   report->memory.numa_node = p.node;
   const int rank = comm.rank();

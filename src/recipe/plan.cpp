@@ -213,10 +213,10 @@ Plan plan_recipe(const Recipe& r, const PlanOptions& o) {
     // The server's command line. Flags at their defaults are left out, so that two points whose
     // servers are the same read the same.
     auto& s = p.serve_argv;
-    if (r.hw.ranks > 1) {
-      s = {"mpirun", "-np", std::to_string(r.hw.ranks)};
-      p.needs.push_back("ranks (tp " + std::to_string(r.hw.ranks) + ")");
-    }
+    // One process per rank (docs/ranks.md). mpirun binds each rank to one core by default
+    // (OpenMPI, 2 ranks or fewer), which would squeeze a rank's threads onto it: serve pins its
+    // ranks to NUMA nodes itself (--numa-bind auto).
+    if (r.hw.ranks > 1) s = {"mpirun", "-np", std::to_string(r.hw.ranks), "--bind-to", "none"};
     s.insert(s.end(), {o.program, "serve", "--model", plan.model, "--served-model-name", r.served_name, "--host",
                        r.server.host, "--port", std::to_string(r.server.port), "--max-num-seqs",
                        std::to_string(p.max_num_seqs), "--max-num-batched-tokens",
@@ -229,14 +229,8 @@ Plan plan_recipe(const Recipe& r, const PlanOptions& o) {
       s.insert(s.end(), {"--kv-pool-gb", gb});
     }
     if (r.hw.ranks > 1) s.insert(s.end(), {"--tp", std::to_string(r.hw.ranks)});
-    if (p.dcp > 1) {
-      s.insert(s.end(), {"--dcp", std::to_string(p.dcp)});
-      p.needs.push_back("dcp " + std::to_string(p.dcp));
-    }
-    if (util) {
-      s.insert(s.end(), {"--total-cpu-dram-gb", std::to_string(p.total_cpu_dram_gb)});
-      p.needs.push_back("a host DRAM tier (--total-cpu-dram-gb)");
-    }
+    if (p.dcp > 1) s.insert(s.end(), {"--dcp", std::to_string(p.dcp)});
+    if (util) s.insert(s.end(), {"--total-cpu-dram-gb", std::to_string(p.total_cpu_dram_gb)});
     if (speculates)
       s.insert(s.end(), {"--draft-model", plan.draft_model, "--num-speculative-tokens", std::to_string(p.draft_tokens),
                          "--spec-method", p.spec_method, "--draft-sample", p.draft_sample, "--state-rollback",
@@ -307,9 +301,7 @@ nlohmann::json plan_json(const Plan& p) {
                         {"bench", x.bench_argv},
                         {"serve_line", shell_line(x.serve_argv)},
                         {"bench_line", shell_line(x.bench_argv)},
-                        {"result_dir", x.result_dir},
-                        {"runnable_here", x.needs.empty()},
-                        {"needs", x.needs}};
+                        {"result_dir", x.result_dir}};
     pts.push_back(j);
   }
   return {{"recipe", p.recipe},
@@ -346,13 +338,7 @@ std::string plan_text(const Plan& p) {
   }
   os << "(* window pinned by the recipe; otherwise 2 x concurrency)\n";
   for (const PointPlan& x : p.points) {
-    os << "\nc=" << x.concurrency << " (" << x.band << ")";
-    if (!x.needs.empty()) {
-      os << "  [needs ";
-      for (size_t i = 0; i < x.needs.size(); ++i) os << (i ? ", " : "") << x.needs[i];
-      os << ": not run by this build]";
-    }
-    os << "\n";
+    os << "\nc=" << x.concurrency << " (" << x.band << ")\n";
     if (x.server_of == x.concurrency)
       os << "  serve: " << shell_line(x.serve_argv) << "\n";
     else

@@ -33,9 +33,6 @@ struct PointPlan {
   // The point whose server this one runs on: points with identical server settings share one
   // server, named after the largest concurrency among them.
   int server_of = 0;
-  // What the point's server needs that this build's `serve` does not run yet (ranks, dcp, a host
-  // DRAM tier: the ranks work). `recipe run` refuses such a point before starting anything.
-  std::vector<std::string> needs;
 };
 
 struct Plan {

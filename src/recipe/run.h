@@ -26,8 +26,8 @@ struct RunSummary {
   std::string ledger, report;
 };
 
-// Refuses, before starting anything, a recipe whose plan fails or whose points need what this
-// build cannot run (ranks, dcp, a host DRAM tier). A point that fails (server start-up, served
+// Refuses, before starting anything, a recipe whose plan fails or whose model cannot be staged.
+// Points with ranks start their server under mpirun (docs/ranks.md). A point that fails (server start-up, served
 // name, bench) is recorded in the ledger as failed with its reason, and the run goes on.
 RunSummary run_recipe(const Recipe& r, const RunOptions& o);
 
