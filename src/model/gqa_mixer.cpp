@@ -92,35 +92,10 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     }
   });
   const float scale = 1.f / std::sqrt(float(hd_));
-  if (ctx.dcp && ctx.dcp->active()) {
-    timed_into(ctx.kv_attention_seconds, [&] {
-      dcp_attention(ctx, *ctx.dcp, QKV, qkv_w, nh_, nkv_, hd_, hd_, scale,
-                    [&](int s, int g) {
-                      PagedKv kv;
-                      kv.k = kv_pool + size_t(g) * head_stride;
-                      kv.v = kv.k + size_t(hd_) * esize;
-                      if (kv_has_scales(dt)) {
-                        kv.k_scale = kv.k + scales_at;
-                        kv.v_scale = kv.k + scales_at + sizeof(float);
-                      }
-                      kv.block_stride = block_stride;
-                      kv.token_stride = head_row;
-                      kv.block_size = block_size;
-                      kv.block_table = seqs[size_t(s)].block_table;
-                      kv.dtype = dt;
-                      return kv;
-                    },
-                    O, size_t(nh_ * hd_));
-    });
-    matmul(O, size_t(nh_ * hd_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
-    return;
-  }
-  const int group = nh_ / nkv_;
-  AttnItem* items = nullptr;
-  const int n_items = plan_attention(*ctx.batch, nkv_, group, arena, &items);
-  auto view = [&](const AttnItem& it) {
+  // KV head g of sequence s as the attention kernels read it.
+  auto kv_view = [&](int s, int g) {
     PagedKv kv;
-    kv.k = kv_pool + size_t(it.group) * head_stride;
+    kv.k = kv_pool + size_t(g) * head_stride;
     kv.v = kv.k + size_t(hd_) * esize;
     if (kv_has_scales(dt)) {
       kv.k_scale = kv.k + scales_at;
@@ -129,10 +104,21 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     kv.block_stride = block_stride;
     kv.token_stride = head_row;
     kv.block_size = block_size;
-    kv.block_table = seqs[size_t(it.seq)].block_table;
+    kv.block_table = seqs[size_t(s)].block_table;
     kv.dtype = dt;
     return kv;
   };
+  if (ctx.dcp && ctx.dcp->active()) {
+    timed_into(ctx.kv_attention_seconds, [&] {
+      dcp_attention(ctx, *ctx.dcp, QKV, qkv_w, nh_, nkv_, hd_, hd_, scale, kv_view, O, size_t(nh_ * hd_));
+    });
+    matmul(O, size_t(nh_ * hd_), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
+    return;
+  }
+  const int group = nh_ / nkv_;
+  AttnItem* items = nullptr;
+  const int n_items = plan_attention(*ctx.batch, nkv_, group, arena, &items);
+  auto view = [&](const AttnItem& it) { return kv_view(it.seq, it.group); };
   auto attend = [&](int i, int after, int thread) {
     const AttnItem& it = items[i];
     const SeqChunk& sc = seqs[size_t(it.seq)];

@@ -120,33 +120,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     matmul(qh, size_t(nope_), k_absorb_[size_t(hh)], ql, lat, 1, nullptr);
     std::memcpy(ql + L_, qh + nope_, size_t(R_) * sizeof(float));
   }, double(nope_) * L_);
-  if (ctx.dcp && ctx.dcp->active()) {
-    timed_into(ctx.kv_attention_seconds, [&] {
-      dcp_attention(ctx, *ctx.dcp, QL, size_t(nh_) * lat, nh_, 1, L_ + R_, L_, scale_,
-                    [&](int s, int) {
-                      PagedKv kv;
-                      kv.k = kv.v = kv_pool;
-                      if (kv_has_scales(dt)) kv.k_scale = kv.v_scale = kv_pool + scale_at;
-                      kv.block_stride = block_stride;
-                      kv.token_stride = token_stride;
-                      kv.block_size = block_size;
-                      kv.block_table = seqs[size_t(s)].block_table;
-                      kv.dtype = dt;
-                      return kv;
-                    },
-                    OL, size_t(nh_ * L_));
-    });
-  } else {
-  // Attention: decode rows and speculative chunks split their heads into groups when there are
-  // too few of them to keep every thread busy; prefill chunks split into query tiles with all
-  // heads together.
-  const int threads = ctx.pool ? ctx.pool->size() : 1;
-  int row_items = 0;  // decode rows and speculative chunks (one item each), and prefill tokens
-  for (const SeqChunk& sc : seqs) row_items += attends_as_decode(sc) ? 1 : sc.num_tokens;
-  const int groups = row_items >= 2 * threads ? 1 : std::min(nh_, threads);
-  const int per_group = (nh_ + groups - 1) / groups;
-  AttnItem* items = nullptr;
-  const int n_items = plan_attention(*ctx.batch, groups, nh_, arena, &items);
+  // The latent rows of sequence s as the attention kernels read them (every head shares them).
   auto view = [&](const SeqChunk& sc) {
     PagedKv kv;
     kv.k = kv.v = kv_pool;
@@ -158,36 +132,52 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     kv.dtype = dt;
     return kv;
   };
-  auto attend = [&](int i, int after, int thread) {
-    const AttnItem& it = items[i];
-    const SeqChunk& sc = seqs[size_t(it.seq)];
-    const PagedKv kv = view(sc);
-    float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
-    const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
-    float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);
-    if (attends_as_decode(sc)) {  // a decode row, or a speculative chunk's rows
-      // The next item's latent rows are fetched while this one computes (KvAhead); another
-      // head group of the same sequence finds them in cache already.
-      PagedKv next;
-      int next_ctx = 0;
-      if (after >= 0 && items[after].seq != it.seq) {
-        const SeqChunk& nc = seqs[size_t(items[after].seq)];
-        if (attends_as_decode(nc)) {
-          next = view(nc);
-          next_ctx = nc.start_pos + 1;
+  if (ctx.dcp && ctx.dcp->active()) {
+    timed_into(ctx.kv_attention_seconds, [&] {
+      dcp_attention(ctx, *ctx.dcp, QL, size_t(nh_) * lat, nh_, 1, L_ + R_, L_, scale_,
+                    [&](int s, int) { return view(seqs[size_t(s)]); }, OL, size_t(nh_ * L_));
+    });
+  } else {
+    // Attention: decode rows and speculative chunks split their heads into groups when there are
+    // too few of them to keep every thread busy; prefill chunks split into query tiles with all
+    // heads together.
+    const int threads = ctx.pool ? ctx.pool->size() : 1;
+    int row_items = 0;  // decode rows and speculative chunks (one item each), and prefill tokens
+    for (const SeqChunk& sc : seqs) row_items += attends_as_decode(sc) ? 1 : sc.num_tokens;
+    const int groups = row_items >= 2 * threads ? 1 : std::min(nh_, threads);
+    const int per_group = (nh_ + groups - 1) / groups;
+    AttnItem* items = nullptr;
+    const int n_items = plan_attention(*ctx.batch, groups, nh_, arena, &items);
+    auto attend = [&](int i, int after, int thread) {
+      const AttnItem& it = items[i];
+      const SeqChunk& sc = seqs[size_t(it.seq)];
+      const PagedKv kv = view(sc);
+      float* scratch = (*ctx.thread_scratch)[size_t(thread)].data();
+      const float* ql = QL + size_t(sc.token_offset) * size_t(nh_) * lat;
+      float* ol = OL + size_t(sc.token_offset) * size_t(nh_ * L_);
+      if (attends_as_decode(sc)) {  // a decode row, or a speculative chunk's rows
+        // The next item's latent rows are fetched while this one computes (KvAhead); another
+        // head group of the same sequence finds them in cache already.
+        PagedKv next;
+        int next_ctx = 0;
+        if (after >= 0 && items[after].seq != it.seq) {
+          const SeqChunk& nc = seqs[size_t(items[after].seq)];
+          if (attends_as_decode(nc)) {
+            next = view(nc);
+            next_ctx = nc.start_pos + 1;
+          }
         }
+        const int h0 = it.group * per_group, h1 = std::min(nh_, h0 + per_group);
+        if (h0 < h1)
+          attention_decode_rows(ql + size_t(h0) * lat, size_t(nh_) * lat, sc.num_tokens, h1 - h0, L_ + R_, L_, scale_, kv,
+                                sc.start_pos + 1, ol + size_t(h0 * L_), size_t(nh_ * L_), scratch,
+                                (*ctx.thread_scratch)[size_t(thread)].size(), next_ctx > 0 ? &next : nullptr, next_ctx);
+      } else if (it.group == 0) {  // prefill tiles carry all heads; other groups have nothing to do
+        attention_prefill(ql, size_t(nh_) * lat, it.t0, it.t1, sc.start_pos, nh_, L_ + R_, L_, scale_, kv, ol,
+                          size_t(nh_ * L_), scratch);
       }
-      const int h0 = it.group * per_group, h1 = std::min(nh_, h0 + per_group);
-      if (h0 < h1)
-        attention_decode_rows(ql + size_t(h0) * lat, size_t(nh_) * lat, sc.num_tokens, h1 - h0, L_ + R_, L_, scale_, kv,
-                              sc.start_pos + 1, ol + size_t(h0 * L_), size_t(nh_ * L_), scratch,
-                              (*ctx.thread_scratch)[size_t(thread)].size(), next_ctx > 0 ? &next : nullptr, next_ctx);
-    } else if (it.group == 0) {  // prefill tiles carry all heads; other groups have nothing to do
-      attention_prefill(ql, size_t(nh_) * lat, it.t0, it.t1, sc.start_pos, nh_, L_ + R_, L_, scale_, kv, ol,
-                        size_t(nh_ * L_), scratch);
-    }
-  };
-  timed_into(ctx.kv_attention_seconds, [&] { parallel_items_ahead(ctx.pool, n_items, attend); });
+    };
+    timed_into(ctx.kv_attention_seconds, [&] { parallel_items_ahead(ctx.pool, n_items, attend); });
   }
   // Values: each head's latent output mapped out by its half of kv_b_proj.
   parallel_items(ctx.pool, N * nh_, [&](int item, int) {
