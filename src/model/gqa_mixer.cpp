@@ -32,6 +32,7 @@ size_t GqaMixer::dcp_temp_floats(int n, const AttentionShard& dcp) const {
 }
 
 size_t GqaMixer::dcp_scratch_floats(const AttentionShard& dcp, int max_ctx) const {
+  if (!dcp.active()) return 0;
   const int G = dcp.heads_split ? nh_ * dcp.size : nh_;
   return attention_scratch_floats(G, hd_, max_ctx) + size_t(G + dcp.size) * size_t(hd_ + 1);
 }

@@ -15,17 +15,29 @@
 #include "engine/engine.h"
 #include "engine_test_util.h"
 #include "model/model.h"
+#include "model/quantize.h"
 
 namespace ds::test {
 namespace {
 
 std::shared_ptr<dist::MpiCollectives> g_comm;
+std::string g_quantized;  // q8_0 copies of the tiny models, made once by main
+
+std::string quantized_dir() {
+  if (g_quantized.empty()) {
+    g_quantized = (std::filesystem::temp_directory_path() / ("ds_ranks_q8_" + std::to_string(::getpid()))).string();
+    for (const char* m : {"tiny-llama-f32", "tiny-hybrid-f32"})
+      quantize_checkpoint(std::string(DS_SOURCE_DIR) + "/tests/data/models/" + m, g_quantized + "/" + m + "-q8", QuantizeOptions{});
+  }
+  return g_quantized;
+}
 
 // A model (under tests/data/models, or models/ for the bundled one) and a layout of 2 ranks.
 struct Layout {
   std::string model;
   int tp = 1, dcp = 1;
   std::string dir() const {
+    if (model.ends_with("-q8")) return quantized_dir() + "/" + model;
     return std::string(DS_SOURCE_DIR) + (model == "deltacoder" ? "/models/" : "/tests/data/models/") + model;
   }
 };
@@ -198,7 +210,9 @@ INSTANTIATE_TEST_SUITE_P(Models, Ranks,
                          ::testing::Values(Layout{"tiny-hybrid-f32", 2, 1}, Layout{"tiny-hybrid-f32", 1, 2},
                                            Layout{"tiny-hybrid-f32", 2, 2}, Layout{"tiny-llama-f32", 2, 1},
                                            Layout{"tiny-llama-f32", 1, 2}, Layout{"tiny-llama-f32", 2, 2},
-                                           Layout{"tiny-hybrid-bf16", 2, 2}, Layout{"deltacoder", 1, 2}),
+                                           Layout{"tiny-hybrid-bf16", 2, 2}, Layout{"deltacoder", 1, 2},
+                                           // q8_0: row-parallel inputs split at 32-value block bounds
+                                           Layout{"tiny-llama-f32-q8", 2, 1}, Layout{"tiny-llama-f32-q8", 2, 2}),
                          layout_name);
 
 TEST(RanksDiskTier, ARestartedTwoRankEngineHitsTheTier) {
@@ -231,6 +245,14 @@ TEST(RanksErrors, ATensorParallelSizeThatDoesNotDivideTheHeadsIsOneLine) {
     EXPECT_NE(m.find("--tp 2 does not divide the model's KDA heads"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+  // A quantized row-parallel input split below a 32-value block: tiny-hybrid's shared expert is
+  // 32 wide, 16 per rank.
+  try {
+    ranked(Layout{"tiny-hybrid-f32-q8", 2, 1});
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("to be a multiple of 32"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(dist::check_rank_layout(dist::RankOptions{2, 3}, 2, true), Error);
   EXPECT_NO_THROW(dist::check_rank_layout(dist::RankOptions{1, 2}, 2, true));
   EXPECT_THROW(dist::check_rank_layout(dist::RankOptions{4, 1}, 2, true), Error);
@@ -251,5 +273,6 @@ int main(int argc, char** argv) {
   ds::test::g_comm = ranks.collectives();
   const int rc = RUN_ALL_TESTS();
   ds::test::g_comm.reset();
+  if (!ds::test::g_quantized.empty()) std::filesystem::remove_all(ds::test::g_quantized);
   return rc;
 }
