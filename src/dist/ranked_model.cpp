@@ -127,6 +127,7 @@ void RankedModel::allocate(const RuntimeLimits& limits) {
   std::memcpy(payload.data(), &limits, sizeof limits);
   send(RankOp::Allocate, 0, 0, payload);
   RankReport mine;
+  mine.memory.numa_node = reports_.front().memory.numa_node;  // where Open bound rank 0
   try {
     allocate_shard(*local_, limits, comm_->rank(), &mine);
   } catch (const std::exception& e) {

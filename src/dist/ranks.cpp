@@ -53,7 +53,7 @@ int Ranks::serve_as_worker() {
 
 std::unique_ptr<Model> Ranks::open_model(const std::string& dir, int threads, const RankOptions& o) {
   check_rank_layout(o, size(), distributed());
-  check_tensor_split(load_model_config(dir), o.tp, o.dcp);
+  if (o.tp > 1) check_tensor_split(load_model_config(dir), o.tp, o.dcp);
   // Rank 0 binds here, before the model's threads start (they inherit it; open_shard binds it
   // again, to the same node, as it binds every worker).
   placement_ = bind_rank_to_numa(o.numa, rank(), size());
