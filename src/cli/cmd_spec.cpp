@@ -27,6 +27,7 @@ struct CalibrateOptions {
   std::string method = "greedy", draft_sample = "greedy";
   int max_tokens = 128, threads = 0, concurrency = 8;
   float temperature = 0.f;
+  float confidence_threshold = 0.f;  // a parallel drafter's cut (0: off)
 };
 
 std::vector<int> parse_ks(const std::string& s) {
@@ -98,7 +99,7 @@ int calibrate(const CalibrateOptions& o) {
   // One pass of every prompt through an engine (k = 0: no speculation): tok/s, rounds, accepted.
   struct Pass {
     double tok_s = 0, draft_s = 0;
-    long rounds = 0, accepted = 0;
+    long rounds = 0, accepted = 0, drafted = 0;
   };
   auto pass = [&](int k) {
     EngineConfig ec;
@@ -112,6 +113,7 @@ int calibrate(const CalibrateOptions& o) {
       ec.spec.num_speculative_tokens = k;
       ec.spec.method = parse_spec_method(o.method);
       ec.spec.draft_sample = parse_draft_sample(o.draft_sample);
+      ec.spec.confidence_threshold = o.confidence_threshold;
     }
     Engine engine(Model::load(o.model, o.threads), ec);
     const auto t0 = std::chrono::steady_clock::now();
@@ -136,6 +138,7 @@ int calibrate(const CalibrateOptions& o) {
       tokens += long(b.tokens.size());
       p.rounds += s->speculative_rounds();
       p.accepted += s->accepted_prediction_tokens();
+      p.drafted += s->accepted_prediction_tokens() + s->rejected_prediction_tokens();
     }
     p.tok_s = double(tokens) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     p.draft_s = engine.snapshot().draft_seconds;
@@ -144,15 +147,18 @@ int calibrate(const CalibrateOptions& o) {
   const Pass base = pass(0);
   // draft ms/round: the engine's drafting time over the rounds it drafted (a step drafts every
   // running sequence's round at once, so at concurrency c a step's drafting is shared by c).
-  std::printf("%3s %8s %8s %10s %10s %8s %14s\n", "K", "AL", "rounds", "accepted", "tok/s", "speedup", "draft ms/round");
-  std::printf("%3d %8s %8s %10s %10.1f %8.2f %14s\n", 0, "-", "-", "-", base.tok_s, 1.0, "-");
+  // drafted/round: the tokens each round sent to verification, K unless a confidence cut
+  // (--draft-confidence-threshold) ended rounds early.
+  std::printf("%3s %8s %8s %10s %10s %8s %14s %14s\n", "K", "AL", "rounds", "accepted", "tok/s", "speedup", "draft ms/round",
+              "drafted/round");
+  std::printf("%3d %8s %8s %10s %10.1f %8.2f %14s %14s\n", 0, "-", "-", "-", base.tok_s, 1.0, "-", "-");
   for (int k : ks) {
     const Pass p = pass(k);
     DS_CHECK(p.rounds > 0, "calibrate: no speculative round ran (prompts too close to max_model_len?)");
     const double al = 1.0 + double(p.accepted) / double(p.rounds);
     curve.al[k] = al;
-    std::printf("%3d %8.3f %8ld %10ld %10.1f %8.2f %14.3f\n", k, al, p.rounds, p.accepted, p.tok_s, p.tok_s / base.tok_s,
-                1e3 * p.draft_s / double(p.rounds));
+    std::printf("%3d %8.3f %8ld %10ld %10.1f %8.2f %14.3f %14.2f\n", k, al, p.rounds, p.accepted, p.tok_s,
+                p.tok_s / base.tok_s, 1e3 * p.draft_s / double(p.rounds), double(p.drafted) / double(p.rounds));
     std::fflush(stdout);
   }
   save_golden_curve(curve, o.out);
@@ -176,6 +182,9 @@ RegisterCommand reg("spec", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per prompt")->capture_default_str();
   cmd->add_option("--concurrency", o->concurrency, "prompts in flight at once")->capture_default_str();
   cmd->add_option("--threads", o->threads, "0 = all cores");
+  cmd->add_option("--draft-confidence-threshold", o->confidence_threshold,
+                  "a parallel drafter ends a round where its predicted survival falls below this (0: off)")
+      ->check(CLI::Range(0.f, 0.999f));
   cmd->add_option("--out", o->out, "golden curve to write (YAML)")->required();
   cmd->callback([o, &exit_code] {
     try {

@@ -53,8 +53,7 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
          std::to_string(mc.max_position_embeddings));
   if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
   resolve_spec_options(&c->spec);
-  const bool parallel = c->spec.has_draft_model() && is_dspark_dir(c->spec.draft_model);
-  c->spec.parallel_drafter = parallel;
+  const bool parallel = c->spec.has_draft_model() && c->spec.parallel_drafter;  // set by the engine (engine_loop.cpp)
   if (c->spec.has_draft_model() && !draft && !parallel) fail("--draft-model is set but no draft model was loaded");
   if (c->spec.confidence_threshold != 0 && !parallel)
     fail("--draft-confidence-threshold needs a parallel drafter (--draft-model whose model_type is " +

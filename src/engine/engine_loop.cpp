@@ -57,7 +57,9 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg) : model_(
   DS_CHECK(model_ != nullptr, "engine: no model");
   // The draft runs on the target's threads (one pool: the two never spin against each other).
   std::unique_ptr<Model> draft;
+  // The draft folder's config.json says which kind of drafter it is; read once, here.
   const bool parallel = cfg_.spec.has_draft_model() && is_dspark_dir(cfg_.spec.draft_model);
+  cfg_.spec.parallel_drafter = parallel;
   if (cfg_.spec.has_draft_model() && !parallel) draft = Model::load_sharing_threads(cfg_.spec.draft_model, *model_);
   model_->set_kv_dtype(cfg_.kv_cache_dtype);
   if (draft) draft->set_kv_dtype(cfg_.kv_cache_dtype);
@@ -509,9 +511,10 @@ void EngineLoop::calibrate_step_cost(const RuntimeLimits& limits) {
     const double share = double(drafter_->model().decode_weight_bytes()) / double(std::max<size_t>(model_->decode_weight_bytes(), 1));
     cost_->set_draft_cost(cost_->cost(1) * share);
   } else if (pdrafter_) {
-    // One forward a round over its weights, and the target's LM head once per slot.
-    const double share = double(pdrafter_->model().weights_bytes()) / double(std::max<size_t>(model_->decode_weight_bytes(), 1));
-    cost_->set_draft_cost(cost_->cost(1) * share);
+    // A parallel round is drafted whole before the schedule (propose_parallel), so by the time
+    // a length is chosen its cost is spent whatever the length: a verified position costs only
+    // its verify row. (A price per position here made auto choose shorter rounds for nothing.)
+    cost_->set_draft_cost(0.0);
   }
   std::string curve;
   for (const auto& [r, t] : points) curve += " " + std::to_string(r) + ":" + std::to_string(t * 1e3).substr(0, 6);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kernels/elementwise.h"
 #include "kernels/rope.h"
 #include "model/model.h"
@@ -12,6 +13,14 @@
 #include "model/weight_loader.h"
 
 namespace ds {
+
+namespace {
+// n floats of v, grown (never shrunk) to fit.
+float* room(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+}  // namespace
 
 DSparkModel::DSparkModel(const std::string& dir, const Model& target, int k)
     : target_(target), pool_(target.thread_pool().get()), cfg_(load_dspark_config(dir)) {
@@ -46,6 +55,7 @@ DSparkModel::DSparkModel(const std::string& dir, const Model& target, int k)
     layers_.push_back(std::move(L));
   }
   inv_freq_ = rope_inv_freq(cfg_.head_dim, cfg_.rope_theta);
+  scratch_.scores.assign(size_t(pool_ ? pool_->size() : 1), std::vector<float>(size_t(cfg_.context_window + cfg_.block_size)));
 }
 
 void DSparkModel::set_activation_dtype(ActivationDtype a) {
@@ -58,15 +68,17 @@ void DSparkModel::context(const float* taps, const int32_t* pos, int rows, float
   if (rows <= 0) return;
   const int H = cfg_.hidden_size, D = cfg_.qkv_width(), hd = cfg_.head_dim;
   const size_t T = cfg_.target_layer_ids.size();
-  std::vector<float> fused(size_t(rows) * size_t(H)), c(size_t(rows) * size_t(H)), kv(size_t(rows) * size_t(2 * D));
-  matmul(taps, T * size_t(H), fc_, fused.data(), size_t(H), rows, pool_);
+  float* fused = room(scratch_.fused, size_t(rows) * size_t(H));
+  float* c = room(scratch_.c, size_t(rows) * size_t(H));
+  float* kv = room(scratch_.kv, size_t(rows) * size_t(2 * D));
+  matmul(taps, T * size_t(H), fc_, fused, size_t(H), rows, pool_);
   for (int t = 0; t < rows; ++t)
-    rmsnorm(fused.data() + size_t(t) * size_t(H), hidden_norm_.data(), cfg_.rms_norm_eps, c.data() + size_t(t) * size_t(H), H);
+    rmsnorm(fused + size_t(t) * size_t(H), hidden_norm_.data(), cfg_.rms_norm_eps, c + size_t(t) * size_t(H), H);
   const size_t stride = context_floats();
   for (size_t l = 0; l < layers_.size(); ++l) {
-    matmul(c.data(), size_t(H), layers_[l].kv, kv.data(), size_t(2 * D), rows, pool_);
+    matmul(c, size_t(H), layers_[l].kv, kv, size_t(2 * D), rows, pool_);
     for (int t = 0; t < rows; ++t) {
-      float* k = kv.data() + size_t(t) * size_t(2 * D);
+      float* k = kv + size_t(t) * size_t(2 * D);
       float cs[kMaxRopeHalf], sn[kMaxRopeHalf];
       rope_angles(hd, pos[t], inv_freq_.data(), cs, sn);
       for (int h = 0; h < cfg_.num_heads; ++h) rope_rotate(k + size_t(h * hd), hd, cs, sn);
@@ -81,39 +93,45 @@ void DSparkModel::block(std::span<const Round> rounds, float* z) const {
   const int H = cfg_.hidden_size, D = cfg_.qkv_width(), hd = cfg_.head_dim, nh = cfg_.num_heads;
   const int Kb = cfg_.block_size, I = cfg_.intermediate_size;
   const int R = B * Kb;
-  std::vector<float> x(size_t(R) * size_t(H)), h(size_t(R) * size_t(H)), qkv(size_t(R) * size_t(3 * D)),
-      o(size_t(R) * size_t(D)), gu(size_t(R) * size_t(2 * I)), a(size_t(R) * size_t(I));
+  float* x = room(scratch_.x, size_t(R) * size_t(H));
+  float* h = room(scratch_.h, size_t(R) * size_t(H));
+  float* qkv = room(scratch_.qkv, size_t(R) * size_t(3 * D));
+  float* o = room(scratch_.o, size_t(R) * size_t(D));
+  float* gu = room(scratch_.gu, size_t(R) * size_t(2 * I));
+  float* a = room(scratch_.a, size_t(R) * size_t(I));
   for (int b = 0; b < B; ++b) {
-    target_.embed(std::span<const int32_t>(&rounds[size_t(b)].token, 1), x.data() + size_t(b * Kb) * size_t(H));
+    target_.embed(std::span<const int32_t>(&rounds[size_t(b)].token, 1), x + size_t(b * Kb) * size_t(H));
     for (int j = 1; j < Kb; ++j)
-      std::memcpy(x.data() + size_t(b * Kb + j) * size_t(H), mask_embedding_.data(), size_t(H) * sizeof(float));
+      std::memcpy(x + size_t(b * Kb + j) * size_t(H), mask_embedding_.data(), size_t(H) * sizeof(float));
   }
+  for (const Round& rd : rounds)  // the attention's scores row holds a window and a block
+    DS_CHECK(int(rd.context.size()) <= cfg_.context_window, "drafter: a round attends more than its context window");
   const float scale = 1.f / std::sqrt(float(hd));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     for (int t = 0; t < R; ++t)
-      rmsnorm(x.data() + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h.data() + size_t(t) * size_t(H), H);
-    matmul(h.data(), size_t(H), L.qkv, qkv.data(), size_t(3 * D), R, pool_);
+      rmsnorm(x + size_t(t) * size_t(H), L.input_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
+    matmul(h, size_t(H), L.qkv, qkv, size_t(3 * D), R, pool_);
     for (int t = 0; t < R; ++t) {
-      float* row = qkv.data() + size_t(t) * size_t(3 * D);
+      float* row = qkv + size_t(t) * size_t(3 * D);
       float cs[kMaxRopeHalf], sn[kMaxRopeHalf];
       rope_angles(hd, rounds[size_t(t / Kb)].pos + t % Kb, inv_freq_.data(), cs, sn);
       for (int hh = 0; hh < 2 * nh; ++hh) rope_rotate(row + size_t(hh * hd), hd, cs, sn);  // q and k
     }
     // Attention: each slot sees the round's context keys and every slot of its block.
     const double work = double(Kb) * double(D) * 2 * double(Kb + 32);
-    parallel_items(pool_, B, [&](int b, int) {
+    parallel_items(pool_, B, [&](int b, int thread) {
       const Round& rd = rounds[size_t(b)];
       const int C = int(rd.context.size());
-      std::vector<float> s(size_t(C + Kb));
+      std::vector<float>& s = scratch_.scores[size_t(thread)];
       for (int i = 0; i < Kb; ++i) {
-        const float* q = qkv.data() + size_t(b * Kb + i) * size_t(3 * D);
-        float* out = o.data() + size_t(b * Kb + i) * size_t(D);
+        const float* q = qkv + size_t(b * Kb + i) * size_t(3 * D);
+        float* out = o + size_t(b * Kb + i) * size_t(D);
         for (int hh = 0; hh < nh; ++hh) {
           const float* qh = q + size_t(hh * hd);
           auto key = [&](int e) {
             return e < C ? rd.context[size_t(e)] + l * size_t(2 * D) + size_t(hh * hd)
-                         : qkv.data() + size_t(b * Kb + (e - C)) * size_t(3 * D) + size_t(D + hh * hd);
+                         : qkv + size_t(b * Kb + (e - C)) * size_t(3 * D) + size_t(D + hh * hd);
           };
           float mx = -INFINITY;
           for (int e = 0; e < C + Kb; ++e) {
@@ -135,16 +153,16 @@ void DSparkModel::block(std::span<const Round> rounds, float* z) const {
         }
       }
     }, work);
-    matmul(o.data(), size_t(D), L.o, x.data(), size_t(H), R, pool_, /*accumulate=*/true);
+    matmul(o, size_t(D), L.o, x, size_t(H), R, pool_, /*accumulate=*/true);
     for (int t = 0; t < R; ++t)
-      rmsnorm(x.data() + size_t(t) * size_t(H), L.post_norm.data(), cfg_.rms_norm_eps, h.data() + size_t(t) * size_t(H), H);
-    matmul(h.data(), size_t(H), L.gate_up, gu.data(), size_t(2 * I), R, pool_);
+      rmsnorm(x + size_t(t) * size_t(H), L.post_norm.data(), cfg_.rms_norm_eps, h + size_t(t) * size_t(H), H);
+    matmul(h, size_t(H), L.gate_up, gu, size_t(2 * I), R, pool_);
     for (int t = 0; t < R; ++t)
-      silu_mul(gu.data() + size_t(t) * size_t(2 * I), gu.data() + size_t(t) * size_t(2 * I) + I, a.data() + size_t(t) * size_t(I), I);
-    matmul(a.data(), size_t(I), L.down, x.data(), size_t(H), R, pool_, /*accumulate=*/true);
+      silu_mul(gu + size_t(t) * size_t(2 * I), gu + size_t(t) * size_t(2 * I) + I, a + size_t(t) * size_t(I), I);
+    matmul(a, size_t(I), L.down, x, size_t(H), R, pool_, /*accumulate=*/true);
   }
   for (int t = 0; t < R; ++t)
-    rmsnorm(x.data() + size_t(t) * size_t(H), final_norm_.data(), cfg_.rms_norm_eps, z + size_t(t) * size_t(H), H);
+    rmsnorm(x + size_t(t) * size_t(H), final_norm_.data(), cfg_.rms_norm_eps, z + size_t(t) * size_t(H), H);
 }
 
 void DSparkModel::base_logits(const float* z, int rows, float* logits) const { target_.lm_head(z, rows, logits); }

@@ -66,6 +66,13 @@ class DSparkModel {
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
   size_t weights_bytes_ = 0;
+  // Scratch the calls reuse: it grows to the largest batch once, then a round allocates
+  // nothing (the engine thread is the only caller; scores_ has one row per pool thread).
+  struct Scratch {
+    std::vector<float> x, h, qkv, o, gu, a, fused, c, kv;
+    std::vector<std::vector<float>> scores;
+  };
+  mutable Scratch scratch_;
 };
 
 }  // namespace ds

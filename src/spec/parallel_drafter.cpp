@@ -92,12 +92,12 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
   if (B == 0) return;
   // Each round's context: its ring's entries within the window before its position.
   ctx_ptrs_.clear();
-  std::vector<DSparkModel::Round> rounds(static_cast<size_t>(B));
-  std::vector<size_t> first(static_cast<size_t>(B));
+  rounds_.assign(size_t(B), DSparkModel::Round{});
+  first_.assign(size_t(B), 0);
   for (int b = 0; b < B; ++b) {
     const ParallelDraftJob& j = jobs[size_t(b)];
     DS_CHECK(j.k >= 1 && j.k <= k_ && j.slot >= 0 && size_t(j.slot) < rings_.size(), "drafter: bad job");
-    first[size_t(b)] = ctx_ptrs_.size();
+    first_[size_t(b)] = ctx_ptrs_.size();
     const Ring& ring = rings_[size_t(j.slot)];
     if (ring.owner == j.owner)
       for (int e = 0; e < ring.count; ++e) {
@@ -105,62 +105,62 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
         const int32_t p = ring.pos[size_t(at)];
         if (p < j.pos && p >= j.pos - W) ctx_ptrs_.push_back(ring.entries.data() + size_t(at) * model_.context_floats());
       }
-    rounds[size_t(b)].token = j.token;
-    rounds[size_t(b)].pos = j.pos;
+    rounds_[size_t(b)].token = j.token;
+    rounds_[size_t(b)].pos = j.pos;
   }
   for (int b = 0; b < B; ++b) {
-    const size_t end = b + 1 < B ? first[size_t(b + 1)] : ctx_ptrs_.size();
-    rounds[size_t(b)].context = std::span<const float* const>(ctx_ptrs_.data() + first[size_t(b)], end - first[size_t(b)]);
+    const size_t end = b + 1 < B ? first_[size_t(b + 1)] : ctx_ptrs_.size();
+    rounds_[size_t(b)].context = std::span<const float* const>(ctx_ptrs_.data() + first_[size_t(b)], end - first_[size_t(b)]);
   }
   z_.resize(size_t(B) * size_t(Kb) * size_t(H));
-  model_.block(rounds, z_.data());
+  model_.block(rounds_, z_.data());
 
   // Base logits for the slots each round may use, slot-major so that each Markov step below
   // is one matmul over the rounds still drafting.
   int kmax = 0;
   for (const ParallelDraftJob& j : jobs) kmax = std::max(kmax, j.k);
-  std::vector<float> zs(size_t(B) * size_t(kmax) * size_t(H));
+  zs_.resize(size_t(B) * size_t(kmax) * size_t(H));
   int rows = 0;
-  std::vector<int> row_of(size_t(B) * size_t(kmax), -1);
+  row_of_.assign(size_t(B) * size_t(kmax), -1);
   for (int i = 0; i < kmax; ++i)
     for (int b = 0; b < B; ++b)
       if (jobs[size_t(b)].k > i) {
-        std::memcpy(zs.data() + size_t(rows) * size_t(H), z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), size_t(H) * sizeof(float));
-        row_of[size_t(i) * size_t(B) + size_t(b)] = rows++;
+        std::memcpy(zs_.data() + size_t(rows) * size_t(H), z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), size_t(H) * sizeof(float));
+        row_of_[size_t(i) * size_t(B) + size_t(b)] = rows++;
       }
   logits_.resize(size_t(rows) * size_t(vocab_));
-  model_.base_logits(zs.data(), rows, logits_.data());
+  model_.base_logits(zs_.data(), rows, logits_.data());
 
   // Sequential Markov steps: slot i's bias comes from the token drafted at slot i - 1.
-  std::vector<double> survive(size_t(B), 1.0);
-  std::vector<char> open(size_t(B), 1);
+  survive_.assign(size_t(B), 1.0);
+  open_.assign(size_t(B), 1);
   for (ParallelDraftJob& j : jobs) j.proposed = 0;
   m_.resize(size_t(B) * size_t(r));
   for (int i = 0; i < kmax; ++i) {
     // The rows of slot i are contiguous (slot-major above), in round order.
     int lo = -1, n = 0;
     for (int b = 0; b < B; ++b) {
-      const int row = row_of[size_t(i) * size_t(B) + size_t(b)];
+      const int row = row_of_[size_t(i) * size_t(B) + size_t(b)];
       if (row < 0) continue;
       if (lo < 0) lo = row;
       const ParallelDraftJob& j = jobs[size_t(b)];
       // A round the confidence closed has no token at i - 1: any valid token fills its row.
-      model_.markov_embed(i == 0 || !open[size_t(b)] ? j.token : j.tokens[i - 1], m_.data() + size_t(n) * size_t(r));
+      model_.markov_embed(i == 0 || !open_[size_t(b)] ? j.token : j.tokens[i - 1], m_.data() + size_t(n) * size_t(r));
       ++n;
     }
     if (n == 0) break;
     model_.add_markov(m_.data(), n, logits_.data() + size_t(lo) * size_t(vocab_));
     int at = 0;
     for (int b = 0; b < B; ++b) {
-      const int row = row_of[size_t(i) * size_t(B) + size_t(b)];
+      const int row = row_of_[size_t(i) * size_t(B) + size_t(b)];
       if (row < 0) continue;
       ParallelDraftJob& j = jobs[size_t(b)];
       const float* m = m_.data() + size_t(at++) * size_t(r);
-      if (!open[size_t(b)]) continue;
+      if (!open_[size_t(b)]) continue;
       if (threshold_ > 0) {
-        survive[size_t(b)] *= double(model_.confidence(z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), m));
-        if (i > 0 && survive[size_t(b)] < threshold_) {
-          open[size_t(b)] = 0;
+        survive_[size_t(b)] *= double(model_.confidence(z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), m));
+        if (i > 0 && survive_[size_t(b)] < threshold_) {
+          open_[size_t(b)] = 0;
           continue;
         }
       }

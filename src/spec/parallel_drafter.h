@@ -79,9 +79,14 @@ class ParallelDrafter {
   std::vector<int32_t> obs_pos_;
   std::vector<float*> obs_dst_;
   std::vector<float> obs_out_;
-  // Proposal scratch.
+  // Proposal scratch, reused round after round.
   std::vector<const float*> ctx_ptrs_;
-  std::vector<float> z_, logits_, m_;
+  std::vector<DSparkModel::Round> rounds_;
+  std::vector<size_t> first_;
+  std::vector<float> z_, zs_, logits_, m_;
+  std::vector<int> row_of_;
+  std::vector<double> survive_;
+  std::vector<char> open_;
 };
 
 }  // namespace ds

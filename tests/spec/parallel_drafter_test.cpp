@@ -158,6 +158,21 @@ TEST(ParallelDrafter, GreedyBitIdenticalForEveryKAndBothRollbacks) {
   }
 }
 
+// --num-speculative-tokens auto with a parallel drafter: the round is drafted whole before the
+// cost model picks each sequence's length (its cost is spent by then, so it prices draft
+// positions at 0), and whatever it picks the tokens are plain greedy decoding's.
+TEST(ParallelDrafter, AutoLengthKeepsGreedyTokens) {
+  const Workload w = mixed_workload(4096);
+  const Outcome plain = run(bundled_config(), w);
+  EngineConfig c = bundled_config();
+  c.spec = spec_of(7, "lanes");
+  c.spec.auto_k = true;
+  c.spec.test_row_cost_scale = 0;  // verify rows priced free: the choice never depends on this machine's timing
+  const Outcome o = run(c, w);
+  EXPECT_EQ(o.tokens, plain.tokens);
+  EXPECT_GT(o.drafted, 0);
+}
+
 TEST(ParallelDrafter, ConfidenceCutKeepsGreedyTokensAndDraftsLess) {
   const Workload w = mixed_workload(4096);
   const Outcome plain = run(bundled_config(), w);
