@@ -115,55 +115,65 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
   z_.resize(size_t(B) * size_t(Kb) * size_t(H));
   model_.block(rounds_, z_.data());
 
-  // Base logits for the slots each round may use, slot-major so that each Markov step below
-  // is one matmul over the rounds still drafting.
   int kmax = 0;
   for (const ParallelDraftJob& j : jobs) kmax = std::max(kmax, j.k);
-  zs_.resize(size_t(B) * size_t(kmax) * size_t(H));
-  int rows = 0;
-  row_of_.assign(size_t(B) * size_t(kmax), -1);
-  for (int i = 0; i < kmax; ++i)
-    for (int b = 0; b < B; ++b)
-      if (jobs[size_t(b)].k > i) {
-        std::memcpy(zs_.data() + size_t(rows) * size_t(H), z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), size_t(H) * sizeof(float));
-        row_of_[size_t(i) * size_t(B) + size_t(b)] = rows++;
-      }
-  logits_.resize(size_t(rows) * size_t(vocab_));
-  model_.base_logits(zs_.data(), rows, logits_.data());
-
-  // Sequential Markov steps: slot i's bias comes from the token drafted at slot i - 1.
   survive_.assign(size_t(B), 1.0);
   open_.assign(size_t(B), 1);
   for (ParallelDraftJob& j : jobs) j.proposed = 0;
   m_.resize(size_t(B) * size_t(r));
+  zs_.resize(size_t(B) * size_t(kmax) * size_t(H));
+  row_of_.assign(size_t(B) * size_t(kmax), -1);
+  // Base logits go through the target's LM head slot-major, so that each Markov step below is
+  // one matmul over the rounds still drafting. Without a confidence cut every usable slot goes
+  // in one matmul; with one, slot by slot for the rounds still open, so a cut round's later
+  // slots never reach the LM head (most of a round's cost at K 7 when the cut comes early).
+  // A row's logits are the same either way (the matmul's rows are independent).
+  const bool slot_by_slot = threshold_ > 0;
+  int ready = 0;  // slots [0, ready) have their rows in logits_
   for (int i = 0; i < kmax; ++i) {
-    // The rows of slot i are contiguous (slot-major above), in round order.
+    // The cut first: slot i's survival needs only its hidden and the token drafted at i - 1.
+    for (int b = 0; b < B; ++b) {
+      const ParallelDraftJob& j = jobs[size_t(b)];
+      if (j.k <= i || !open_[size_t(b)]) continue;
+      float* m = m_.data() + size_t(b) * size_t(r);
+      model_.markov_embed(i == 0 ? j.token : j.tokens[i - 1], m);
+      if (threshold_ > 0) {
+        survive_[size_t(b)] *= double(model_.confidence(z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), m));
+        if (i > 0 && survive_[size_t(b)] < threshold_) open_[size_t(b)] = 0;
+      }
+    }
+    if (i >= ready) {
+      const int last = slot_by_slot ? i + 1 : kmax;
+      int rows = 0;
+      for (int s = i; s < last; ++s)
+        for (int b = 0; b < B; ++b)
+          if (jobs[size_t(b)].k > s && open_[size_t(b)]) {
+            std::memcpy(zs_.data() + size_t(rows) * size_t(H), z_.data() + (size_t(b) * size_t(Kb) + size_t(s)) * size_t(H),
+                        size_t(H) * sizeof(float));
+            row_of_[size_t(s) * size_t(B) + size_t(b)] = rows++;
+          }
+      if (rows == 0) break;
+      logits_.resize(size_t(rows) * size_t(vocab_));
+      model_.base_logits(zs_.data(), rows, logits_.data());
+      ready = last;
+    }
+    // Sequential Markov steps: slot i's bias comes from the token drafted at slot i - 1. The
+    // rows of slot i are contiguous, in round order; their Markov embeddings are gathered to
+    // match.
     int lo = -1, n = 0;
     for (int b = 0; b < B; ++b) {
       const int row = row_of_[size_t(i) * size_t(B) + size_t(b)];
-      if (row < 0) continue;
+      if (row < 0 || !open_[size_t(b)]) continue;
       if (lo < 0) lo = row;
-      const ParallelDraftJob& j = jobs[size_t(b)];
-      // A round the confidence closed has no token at i - 1: any valid token fills its row.
-      model_.markov_embed(i == 0 || !open_[size_t(b)] ? j.token : j.tokens[i - 1], m_.data() + size_t(n) * size_t(r));
+      if (n != b) std::memcpy(m_.data() + size_t(n) * size_t(r), m_.data() + size_t(b) * size_t(r), size_t(r) * sizeof(float));
       ++n;
     }
     if (n == 0) break;
     model_.add_markov(m_.data(), n, logits_.data() + size_t(lo) * size_t(vocab_));
-    int at = 0;
     for (int b = 0; b < B; ++b) {
       const int row = row_of_[size_t(i) * size_t(B) + size_t(b)];
-      if (row < 0) continue;
+      if (row < 0 || !open_[size_t(b)]) continue;
       ParallelDraftJob& j = jobs[size_t(b)];
-      const float* m = m_.data() + size_t(at++) * size_t(r);
-      if (!open_[size_t(b)]) continue;
-      if (threshold_ > 0) {
-        survive_[size_t(b)] *= double(model_.confidence(z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), m));
-        if (i > 0 && survive_[size_t(b)] < threshold_) {
-          open_[size_t(b)] = 0;
-          continue;
-        }
-      }
       pick(j, i, logits_.data() + size_t(row) * size_t(vocab_));
       j.proposed = i + 1;
     }

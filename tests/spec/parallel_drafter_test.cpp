@@ -111,6 +111,24 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
   d.propose(std::span<ParallelDraftJob>(&job, 1));
   EXPECT_EQ(job.proposed, Kb);
   EXPECT_EQ(drafted, want_tokens);
+  // With a confidence cut the slots go through the LM head one by one, for the rounds still
+  // open: the tokens drafted are the uncut round's first ones, and the cut ends some rounds.
+  for (double cut : {0.05, 0.3, 0.6, 0.95}) {
+    ParallelDrafter dc(drafter_dir(), *target, DraftSample::Greedy, Kb, cut);
+    dc.allocate(2, 256);
+    dc.begin_observe();
+    dc.add_observed(1, 42, 0, target->hidden_taps(), n);
+    dc.end_observe();
+    std::vector<int32_t> got(static_cast<size_t>(Kb), -1);
+    ParallelDraftJob jc = job;
+    jc.tokens = got.data();
+    dc.propose(std::span<ParallelDraftJob>(&jc, 1));
+    ASSERT_GE(jc.proposed, 1) << "cut " << cut;
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + jc.proposed, want_tokens.begin())) << "cut " << cut;
+    if (cut == 0.95) {
+      EXPECT_LT(jc.proposed, Kb) << "a survival of 0.95 across 8 slots";
+    }
+  }
   // Another owner in the slot sees none of the first one's context.
   job.owner = 43;
   std::vector<int32_t> fresh(static_cast<size_t>(Kb));
