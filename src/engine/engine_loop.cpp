@@ -373,7 +373,8 @@ void EngineLoop::observe_committed(const StepPlan& plan) {
     const SeqChunk& c = plan.chunks[i];
     const int rows = plan.spec_k[i] > 0 ? plan.keep[i] : c.num_tokens;
     if (rows > 0)
-      pdrafter_->add_observed(c.slot, plan.seqs[i]->stream->id(), c.start_pos, taps + size_t(c.token_offset) * width, rows);
+      pdrafter_->add_observed(c.slot, plan.seqs[i]->stream->id(), c.start_pos, taps + size_t(c.token_offset) * width,
+                              plan.tokens.data() + c.token_offset, rows);
   }
   pdrafter_->end_observe();
 }

@@ -77,6 +77,10 @@ DSparkConfig load_dspark_config(const std::string& dir) {
       }
   }
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int32_t>();
+  if (j.contains("context_copy")) {
+    DS_CHECK(j["context_copy"].is_boolean(), where + ": 'context_copy' must be true or false");
+    c.context_copy = j["context_copy"].get<bool>();
+  }
   return c;
 }
 

@@ -22,6 +22,8 @@ struct DSparkConfig {
   int block_size = 0;       // draft slots per round: the most tokens one round proposes
   int markov_rank = 0;
   int context_window = 0;   // context features a round attends (the last W committed positions)
+  // The context copy term (spec/dspark_model.h): copy_scale and copy_confidence per slot.
+  bool context_copy = false;
   double rope_theta = 10000.0;
   float rms_norm_eps = 1e-6f;
   std::vector<int32_t> eos_token_ids;

@@ -40,6 +40,10 @@ DSparkModel::DSparkModel(const std::string& dir, const Model& target, int k)
   std::memcpy(markov_w1_.data(), w1.data, w1.nbytes);
   conf_w_ = w.vector_f32("confidence.weight", H + r);
   conf_b_ = w.vector_f32("confidence.bias", 1)[0];
+  if (cfg_.context_copy) {
+    copy_scale_ = w.vector_f32("copy_scale", cfg_.block_size);
+    copy_confidence_ = w.vector_f32("copy_confidence", cfg_.block_size);
+  }
   weights_bytes_ = fc_.bytes() + markov_w2_.bytes() + w1.nbytes;
   for (int i = 0; i < cfg_.num_layers; ++i) {
     WeightLoader lw{store, "layers." + std::to_string(i) + "."};
@@ -179,12 +183,35 @@ void DSparkModel::add_markov(const float* m, int rows, float* logits) const {
   if (rows > 0) matmul(m, size_t(cfg_.markov_rank), markov_w2_, logits, size_t(cfg_.vocab_size), rows, pool, /*accumulate=*/true);
 }
 
-float DSparkModel::confidence(const float* z, const float* m) const {
+float DSparkModel::confidence(const float* z, const float* m, int slot, bool prev_in_window) const {
   const int H = cfg_.hidden_size;
   float s = conf_b_;
   for (int i = 0; i < H; ++i) s += conf_w_[size_t(i)] * z[i];
   for (int i = 0; i < cfg_.markov_rank; ++i) s += conf_w_[size_t(H + i)] * m[i];
+  if (cfg_.context_copy && prev_in_window) s += copy_confidence_[size_t(slot)];
   return sigmoidf(s);
+}
+
+int DSparkModel::copy_matches(std::span<const CopyEntry> window, int32_t prev) {
+  int n = 0;
+  for (const CopyEntry& e : window) n += e.token == prev && e.next >= 0;
+  return n;
+}
+
+void DSparkModel::add_copy(std::span<const CopyEntry> window, int32_t prev, int slot, float* logits) const {
+  if (!cfg_.context_copy) return;
+  const float scale = copy_scale_[size_t(slot)];
+  for (size_t i = 0; i < window.size(); ++i) {
+    const CopyEntry& e = window[i];
+    if (e.token != prev || e.next < 0) continue;
+    // Once per distinct next token, at its first match: the count of all its matches.
+    bool seen = false;
+    for (size_t q = 0; q < i && !seen; ++q) seen = window[q].token == prev && window[q].next == e.next;
+    if (seen) continue;
+    int count = 0;
+    for (size_t q = i; q < window.size(); ++q) count += window[q].token == prev && window[q].next == e.next;
+    logits[e.next] += float(count) * scale;
+  }
 }
 
 }  // namespace ds

@@ -47,8 +47,21 @@ class DSparkModel {
   void markov_embed(int32_t prev, float* m) const;
   // logits += w2 . m for `rows` rows of m.
   void add_markov(const float* m, int rows, float* logits) const;
-  // The chance slot z's greedy token survives, given its Markov embedding.
-  float confidence(const float* z, const float* m) const;
+  // The chance slot z's greedy token survives, given its Markov embedding and (context copy)
+  // whether its previous token occurs in the window.
+  float confidence(const float* z, const float* m, int slot, bool prev_in_window) const;
+
+  // The context copy term (config context_copy; tools/train/dspark.py says why): a position of
+  // the window, its token and the token that followed it (-1: not known, a gap in the window).
+  struct CopyEntry {
+    int32_t token = 0;
+    int32_t next = -1;
+  };
+  // Matches of prev in the window with a known next token.
+  static int copy_matches(std::span<const CopyEntry> window, int32_t prev);
+  // logits[next] += count * copy_scale[slot] for each next token that follows prev in the
+  // window, count its matches (summed first, as the training code does). No-op without the term.
+  void add_copy(std::span<const CopyEntry> window, int32_t prev, int slot, float* logits) const;
 
  private:
   struct Layer {
@@ -59,7 +72,7 @@ class DSparkModel {
   ThreadPool* pool_;
   DSparkConfig cfg_;
   PackedWeight fc_, markov_w2_;
-  std::vector<float> hidden_norm_, final_norm_, mask_embedding_, conf_w_;
+  std::vector<float> hidden_norm_, final_norm_, mask_embedding_, conf_w_, copy_scale_, copy_confidence_;
   float conf_b_ = 0;
   std::vector<std::byte> markov_w1_;
   DType markov_w1_dtype_ = DType::F32;

@@ -22,6 +22,7 @@ void ParallelDrafter::allocate(int max_seqs, int max_rows) {
   rings_.assign(size_t(max_seqs), Ring{});
   for (Ring& r : rings_) {
     r.pos.assign(size_t(W), 0);
+    r.tok.assign(size_t(W), 0);
     r.entries.assign(size_t(W) * model_.context_floats(), 0.f);
   }
   const size_t taps = model_.config().target_layer_ids.size() * size_t(model_.config().hidden_size);
@@ -34,7 +35,7 @@ bool ParallelDrafter::keeps_probs(const SamplingFilter& f) const {
   return sample_ == DraftSample::Probabilistic && !f.picks_argmax();
 }
 
-float* ParallelDrafter::claim(Ring& r, uint64_t owner, int32_t pos) {
+float* ParallelDrafter::claim(Ring& r, uint64_t owner, int32_t pos, int32_t token) {
   const int W = int(r.pos.size());
   if (r.owner != owner) {
     r.owner = owner;
@@ -49,6 +50,7 @@ float* ParallelDrafter::claim(Ring& r, uint64_t owner, int32_t pos) {
   const int at = (r.start + r.count) % W;
   ++r.count;
   r.pos[size_t(at)] = pos;
+  r.tok[size_t(at)] = token;
   return r.entries.data() + size_t(at) * model_.context_floats();
 }
 
@@ -58,14 +60,15 @@ void ParallelDrafter::begin_observe() {
   obs_dst_.clear();
 }
 
-void ParallelDrafter::add_observed(int slot, uint64_t owner, int32_t first_pos, const float* taps, int rows) {
+void ParallelDrafter::add_observed(int slot, uint64_t owner, int32_t first_pos, const float* taps, const int32_t* tokens,
+                                   int rows) {
   DS_CHECK(slot >= 0 && size_t(slot) < rings_.size(), "drafter: bad slot " + std::to_string(slot));
   const int W = model_.config().context_window;
   const size_t width = model_.config().target_layer_ids.size() * size_t(model_.config().hidden_size);
   const int skip = std::max(0, rows - W);  // only the last W can ever be attended
   Ring& r = rings_[size_t(slot)];
   for (int i = skip; i < rows; ++i) {
-    obs_dst_.push_back(claim(r, owner, first_pos + i));
+    obs_dst_.push_back(claim(r, owner, first_pos + i, tokens[i]));
     obs_pos_.push_back(first_pos + i);
     obs_taps_.insert(obs_taps_.end(), taps + size_t(i) * width, taps + size_t(i + 1) * width);
   }
@@ -93,17 +96,30 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
   // Each round's context: its ring's entries within the window before its position.
   ctx_ptrs_.clear();
   rounds_.assign(size_t(B), DSparkModel::Round{});
+  copy_.resize(size_t(B) * size_t(W));
+  copy_n_.assign(size_t(B), 0);
   first_.assign(size_t(B), 0);
   for (int b = 0; b < B; ++b) {
     const ParallelDraftJob& j = jobs[size_t(b)];
     DS_CHECK(j.k >= 1 && j.k <= k_ && j.slot >= 0 && size_t(j.slot) < rings_.size(), "drafter: bad job");
     first_[size_t(b)] = ctx_ptrs_.size();
     const Ring& ring = rings_[size_t(j.slot)];
+    DSparkModel::CopyEntry* win = copy_.data() + size_t(b) * size_t(W);
+    int& wn = copy_n_[size_t(b)];
+    wn = 0;
     if (ring.owner == j.owner)
       for (int e = 0; e < ring.count; ++e) {
         const int at = (ring.start + e) % W;
         const int32_t p = ring.pos[size_t(at)];
-        if (p < j.pos && p >= j.pos - W) ctx_ptrs_.push_back(ring.entries.data() + size_t(at) * model_.context_floats());
+        if (p < j.pos && p >= j.pos - W) {
+          ctx_ptrs_.push_back(ring.entries.data() + size_t(at) * model_.context_floats());
+          // The token after p: the next entry's when it holds p + 1, the pending token for
+          // n - 1, unknown across a gap (positions the prefix cache supplied).
+          int32_t next = -1;
+          if (p == j.pos - 1) next = j.token;
+          else if (e + 1 < ring.count && ring.pos[size_t((at + 1) % W)] == p + 1) next = ring.tok[size_t((at + 1) % W)];
+          win[wn++] = {ring.tok[size_t(at)], next};
+        }
       }
     rounds_[size_t(b)].token = j.token;
     rounds_[size_t(b)].pos = j.pos;
@@ -129,6 +145,9 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
   // slots never reach the LM head (most of a round's cost at K 7 when the cut comes early).
   // A row's logits are the same either way (the matmul's rows are independent).
   const bool slot_by_slot = threshold_ > 0;
+  auto window = [&](int b) {
+    return std::span<const DSparkModel::CopyEntry>(copy_.data() + size_t(b) * size_t(W), size_t(copy_n_[size_t(b)]));
+  };
   int ready = 0;  // slots [0, ready) have their rows in logits_
   for (int i = 0; i < kmax; ++i) {
     // The cut first: slot i's survival needs only its hidden and the token drafted at i - 1.
@@ -136,9 +155,11 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
       const ParallelDraftJob& j = jobs[size_t(b)];
       if (j.k <= i || !open_[size_t(b)]) continue;
       float* m = m_.data() + size_t(b) * size_t(r);
-      model_.markov_embed(i == 0 ? j.token : j.tokens[i - 1], m);
+      const int32_t prev = i == 0 ? j.token : j.tokens[i - 1];
+      model_.markov_embed(prev, m);
       if (threshold_ > 0) {
-        survive_[size_t(b)] *= double(model_.confidence(z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), m));
+        const bool in_window = DSparkModel::copy_matches(window(b), prev) > 0;
+        survive_[size_t(b)] *= double(model_.confidence(z_.data() + (size_t(b) * size_t(Kb) + size_t(i)) * size_t(H), m, i, in_window));
         if (i > 0 && survive_[size_t(b)] < threshold_) open_[size_t(b)] = 0;
       }
     }
@@ -174,7 +195,9 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
       const int row = row_of_[size_t(i) * size_t(B) + size_t(b)];
       if (row < 0 || !open_[size_t(b)]) continue;
       ParallelDraftJob& j = jobs[size_t(b)];
-      pick(j, i, logits_.data() + size_t(row) * size_t(vocab_));
+      float* lg = logits_.data() + size_t(row) * size_t(vocab_);
+      model_.add_copy(window(b), i == 0 ? j.token : j.tokens[i - 1], i, lg);
+      pick(j, i, lg);
       j.proposed = i + 1;
     }
   }

@@ -50,9 +50,10 @@ class ParallelDrafter {
   bool keeps_probs(const SamplingFilter& f) const;
 
   // After a target step: `rows` committed rows of `slot`'s sequence from position `first_pos`,
-  // with their taps ([rows][taps * hidden]). Batched: call begin, add per chunk, then end.
+  // with their taps ([rows][taps * hidden]) and input tokens. Batched: call begin, add per
+  // chunk, then end.
   void begin_observe();
-  void add_observed(int slot, uint64_t owner, int32_t first_pos, const float* taps, int rows);
+  void add_observed(int slot, uint64_t owner, int32_t first_pos, const float* taps, const int32_t* tokens, int rows);
   void end_observe();
 
   void propose(std::span<ParallelDraftJob> jobs);
@@ -62,9 +63,10 @@ class ParallelDrafter {
     uint64_t owner = 0;
     int start = 0, count = 0;      // entries start .. start + count - 1 (mod W), oldest first
     std::vector<int32_t> pos;      // [W]
+    std::vector<int32_t> tok;      // [W] the token at each position (the context copy term)
     std::vector<float> entries;    // [W][context_floats]
   };
-  float* claim(Ring& r, uint64_t owner, int32_t pos);
+  float* claim(Ring& r, uint64_t owner, int32_t pos, int32_t token);
   void pick(ParallelDraftJob& job, int i, const float* logits);
 
   DSparkModel model_;
@@ -82,6 +84,8 @@ class ParallelDrafter {
   // Proposal scratch, reused round after round.
   std::vector<const float*> ctx_ptrs_;
   std::vector<DSparkModel::Round> rounds_;
+  std::vector<DSparkModel::CopyEntry> copy_;  // each round's window for the copy term, [B][W]
+  std::vector<int> copy_n_;
   std::vector<size_t> first_;
   std::vector<float> z_, zs_, logits_, m_;
   std::vector<int> row_of_;

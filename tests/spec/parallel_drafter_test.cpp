@@ -78,26 +78,37 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
   const auto want_tokens = g["drafted_greedy"].get<std::vector<int32_t>>();
   const auto want_conf = g["confidence"].get<std::vector<float>>();
   std::vector<float> logits(static_cast<size_t>(V)), mk(size_t(cfg.markov_rank));
+  // The copy term's window: each context position's token and the one after it.
+  std::vector<DSparkModel::CopyEntry> window;
+  for (int p = lo; p < n; ++p) window.push_back({ids[size_t(p)], ids[size_t(p + 1)]});
   int32_t prev = ids[size_t(n)];
   float worst = 0;
+  int copied = 0;
   for (int j = 0; j < Kb; ++j) {
     m.base_logits(z.data() + size_t(j) * size_t(H), 1, logits.data());
     m.markov_embed(prev, mk.data());
     m.add_markov(mk.data(), 1, logits.data());
+    m.add_copy(window, prev, j, logits.data());
+    const bool in_window = DSparkModel::copy_matches(window, prev) > 0;
+    copied += in_window;
     const auto want = g["slot_logits"][size_t(j)].get<std::vector<float>>();
     for (int v = 0; v < V; ++v) worst = std::max(worst, std::fabs(logits[size_t(v)] - want[size_t(v)]));
-    EXPECT_NEAR(m.confidence(z.data() + size_t(j) * size_t(H), mk.data()), want_conf[size_t(j)], 1e-3f) << "slot " << j;
+    EXPECT_NEAR(m.confidence(z.data() + size_t(j) * size_t(H), mk.data(), j, in_window), want_conf[size_t(j)], 1e-3f)
+        << "slot " << j;
     const int32_t got = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     EXPECT_EQ(got, want_tokens[size_t(j)]) << "slot " << j;
     prev = want_tokens[size_t(j)];  // the reference's token, so one near-tie cannot derail the rest
   }
-  EXPECT_LT(worst, 2e-3f) << "slot logits (base + Markov) against the training code's forward";
+  EXPECT_LT(worst, 2e-3f) << "slot logits (base + Markov + copy) against the training code's forward";
+  if (cfg.context_copy) {
+    EXPECT_GT(copied, 0) << "the golden prompt repeats a phrase: some slot's previous token is in the window";
+  }
 
   // The drafter proper (its ring fed as the engine feeds it) drafts the same tokens.
   ParallelDrafter d(drafter_dir(), *target, DraftSample::Greedy, Kb, 0.0);
   d.allocate(2, 256);
   d.begin_observe();
-  d.add_observed(1, 42, 0, target->hidden_taps(), n);
+  d.add_observed(1, 42, 0, target->hidden_taps(), ids.data(), n);
   d.end_observe();
   std::vector<int32_t> drafted(static_cast<size_t>(Kb));
   ParallelDraftJob job;
@@ -117,7 +128,7 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
     ParallelDrafter dc(drafter_dir(), *target, DraftSample::Greedy, Kb, cut);
     dc.allocate(2, 256);
     dc.begin_observe();
-    dc.add_observed(1, 42, 0, target->hidden_taps(), n);
+    dc.add_observed(1, 42, 0, target->hidden_taps(), ids.data(), n);
     dc.end_observe();
     std::vector<int32_t> got(static_cast<size_t>(Kb), -1);
     ParallelDraftJob jc = job;

@@ -22,9 +22,16 @@ DSpark, Cheng et al. 2026; this code is our own):
 - Markov term (semi-autoregressive): slot j's logits add w2 . w1[prev_j], prev_j the token
   before the one slot j predicts (x_n for j = 0, then the previous slot's draft token), rank r.
   Drafting is sequential only in this cheap term.
-- Confidence head: sigmoid(w . [z_j ; w1[prev_j]] + b), the chance that slot j's greedy token
-  agrees with the target's given an agreeing prefix; the product over slots is the chance a
-  prefix survives verification.
+- Context copy (context_copy, our addition): slot j's logits also add copy_scale_j for every
+  context position p whose token x_p is prev_j, at the token that followed it, x_{p+1} (counts
+  summed first). A copy head over the window the round already reads, keyed by the same
+  previous token as the Markov term: the one thing a parallel slot cannot learn by attention is
+  which token its predecessor drafted, and text repeats (code, and above all a small target's
+  greedy output, which falls into loops of a few dozen tokens). It costs a scan of W tokens per
+  slot and no forward.
+- Confidence head: sigmoid(w . [z_j ; w1[prev_j]] + b + copy_confidence_j [prev_j occurs in the
+  window]), the chance that slot j's greedy token agrees with the target's given an agreeing
+  prefix; the product over slots is the chance a prefix survives verification.
 Why a window rather than the whole context: the target's KDA layers already carry the long
 history into every feature; a window bounds the drafter's memory and work per round whatever
 the context length, and a prefix-cache hit (whose tokens never pass through the target again)
@@ -65,7 +72,7 @@ torch.set_flush_denormal(True)
 MODEL_TYPE = "deltaserve_dspark"
 DEFAULT = dict(target_layer_ids=[0, 2, 3], num_hidden_layers=1, num_attention_heads=3, head_dim=64,
                intermediate_size=512, block_size=8, markov_rank=32, context_window=32,
-               rope_theta=10000.0, rms_norm_eps=1e-6)
+               rope_theta=10000.0, rms_norm_eps=1e-6, context_copy=False)
 
 
 def rope(x, pos, theta):
@@ -110,6 +117,10 @@ class DSpark(nn.Module):
         self.markov_w1 = nn.Embedding(vocab, r)
         self.markov_w2 = nn.Linear(r, vocab, bias=False)
         self.confidence = nn.Linear(H + r, 1, bias=True)
+        if cfg.get("context_copy"):
+            K = cfg["block_size"]
+            self.copy_scale = nn.Parameter(torch.full((K,), 2.0))
+            self.copy_confidence = nn.Parameter(torch.zeros(K))
 
     @torch.no_grad()
     def init_weights(self, seed=0, std=0.02):
@@ -119,8 +130,10 @@ class DSpark(nn.Module):
                 p.fill_(1.0)
             elif name.endswith("o_proj.weight") or name.endswith("down_proj.weight") or "markov_w2" in name:
                 p.copy_(torch.randn(p.shape, generator=g) * std * 0.5)
-            elif name.endswith("confidence.bias"):
+            elif name.endswith("confidence.bias") or name == "copy_confidence":
                 p.zero_()
+            elif name == "copy_scale":
+                p.fill_(2.0)
             else:
                 p.copy_(torch.randn(p.shape, generator=g) * std)
         return self
@@ -161,18 +174,28 @@ class DSpark(nn.Module):
             x = x + L.mlp(L.post_attention_layernorm(x))
         return self.norm(x)
 
-    def heads(self, z, prev, lm_weight):
-        """z [B, K, H], prev [B, K] previous tokens -> (logits [B, K, V], confidence logits [B, K])."""
+    def heads(self, z, prev, lm_weight, copy_ctx=None):
+        """z [B, K, H], prev [B, K] previous tokens -> (logits [B, K, V], confidence logits [B, K]).
+        copy_ctx (context_copy): (ctx_tok [B, W], ctx_next [B, W], ctx_valid [B, W]), the
+        window's tokens and the token after each."""
         m = self.markov_w1(prev)
         logits = F.linear(z, lm_weight) + self.markov_w2(m)
         conf = self.confidence(torch.cat([z, m], -1)).squeeze(-1)
+        if self.cfg.get("context_copy"):
+            tok, nxt, valid = copy_ctx
+            match = (tok.unsqueeze(1) == prev.unsqueeze(-1)) & valid.unsqueeze(1)          # [B, K, W]
+            counts = torch.zeros_like(logits).scatter_add_(
+                -1, nxt.unsqueeze(1).expand(-1, prev.shape[1], -1), match.to(logits.dtype))
+            logits = logits + counts * self.copy_scale.view(1, -1, 1)[:, : prev.shape[1]]
+            conf = conf + self.copy_confidence[: prev.shape[1]] * match.any(-1).to(conf.dtype)
         return logits, conf
 
     # ------------------------------------------------------------ I/O
     def hf_state_dict(self, dtype=torch.bfloat16):
         out = {}
         for name, t in self.state_dict().items():
-            keep_f32 = name.startswith("confidence.") or name.endswith("norm.weight") or "layernorm" in name
+            keep_f32 = (name.startswith("confidence.") or name.startswith("copy_") or name.endswith("norm.weight")
+                    or "layernorm" in name)
             out[name] = t.detach().to(torch.float32 if keep_f32 else dtype).contiguous()
         return out
 
@@ -201,7 +224,7 @@ class DSpark(nn.Module):
 def load_drafter(model_dir):
     with open(os.path.join(model_dir, "config.json")) as f:
         c = json.load(f)
-    cfg = {k: c[k] for k in DEFAULT}
+    cfg = {k: c.get(k, DEFAULT[k]) for k in DEFAULT}
     d = DSpark(cfg, c["hidden_size"], c["vocab_size"])
     d.load_hf_state_dict(st.load_dir(model_dir))
     return d.eval()
@@ -245,16 +268,19 @@ def gather_rounds(d, ctx_all, ids, anchors):
     ctx = ctx_all[bidx, cidx]                                                      # [B, A, W, H]
     tpos = anchors.unsqueeze(-1) + torch.arange(K + 1)                             # [B, A, K+1]
     toks = ids[torch.arange(B).view(B, 1, 1).expand(B, A, K + 1), tpos]            # [B, A, K+1]
+    ctok = ids[bidx, cidx]                                                         # x_p
+    cnext = ids[bidx, cidx + 1]                                                    # x_{p+1} (x_a for p = a-1)
+    copy_ctx = (ctok.reshape(B * A, W), cnext.reshape(B * A, W), valid.reshape(B * A, W))
     return (ctx.reshape(B * A, W, H), cpos.reshape(B * A, W), valid.reshape(B * A, W),
-            toks.reshape(B * A, K + 1), tpos.reshape(B * A, K + 1))
+            toks.reshape(B * A, K + 1), tpos.reshape(B * A, K + 1), copy_ctx)
 
 
 def round_outputs(d, target, taps, ids, anchors):
     ctx_all = d.context(taps)
-    ctx, cpos, valid, toks, tpos = gather_rounds(d, ctx_all, ids, anchors)
+    ctx, cpos, valid, toks, tpos, copy_ctx = gather_rounds(d, ctx_all, ids, anchors)
     x0 = target.model.embed_tokens(toks[:, 0])
     z = d.block(ctx, cpos, valid, x0, tpos[:, 0])
-    logits, conf = d.heads(z, toks[:, :-1], target.output_weight())
+    logits, conf = d.heads(z, toks[:, :-1], target.output_weight(), copy_ctx)
     return logits, conf, toks, tpos
 
 
@@ -262,6 +288,7 @@ def train(a):
     target = load_target(a.target, fast=True)
     tcfg = kl.load_config(a.target)
     cfg = dict(DEFAULT)
+    cfg["context_copy"] = bool(a.context_copy)
     d = DSpark(cfg, target.config.hidden_size, target.config.vocab_size).init_weights(a.seed)
     opt = torch.optim.AdamW([p for p in d.parameters()], lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
     data = np.fromfile(os.path.join(a.data, "train.bin"), dtype=np.uint16)
@@ -275,8 +302,9 @@ def train(a):
         step, elapsed = ck["step"], ck["elapsed"]
         print(f"resumed at step {step}", flush=True)
     elif a.init_from:
-        d.load_state_dict(torch.load(a.init_from)["drafter"])
-        print(f"initialised from {a.init_from}", flush=True)
+        missing, unexpected = d.load_state_dict(torch.load(a.init_from)["drafter"], strict=False)
+        assert not unexpected, f"--init-from: unexpected tensors {unexpected}"
+        print(f"initialised from {a.init_from} (new: {missing})", flush=True)
     sg, sg_prompt, n_sg = None, 0, 0
     if a.selfgen:
         with open(a.selfgen + ".json") as f:
@@ -424,8 +452,11 @@ def golden(a):
     target = load_target(a.target)
     tok_ids = [int(t) for t in a.prompt_ids.split(",")] if a.prompt_ids else None
     if tok_ids is None:
+        # Random tokens with a 9-token phrase repeated, so the copy term has matches to add.
         g = torch.Generator().manual_seed(3)
-        tok_ids = torch.randint(0, target.config.vocab_size, (40,), generator=g).tolist()
+        head = torch.randint(0, target.config.vocab_size, (13,), generator=g).tolist()
+        loop = torch.randint(0, target.config.vocab_size, (9,), generator=g).tolist()
+        tok_ids = head + loop * 3
     ids = torch.tensor([tok_ids])
     taps, tl = target_pass(target, ids[:, :-1], d.cfg["target_layer_ids"])
     n = len(tok_ids) - 1                # x_n = the last prompt token, positions [0, n) computed
@@ -440,10 +471,20 @@ def golden(a):
     valid[0, W - (n - lo):] = True
     x0 = target.model.embed_tokens(ids[:, n])
     z = d.block(ctx, cpos, valid, x0, torch.tensor([n]))
+    ctok = torch.zeros(1, W, dtype=torch.long)
+    cnext = torch.zeros(1, W, dtype=torch.long)
+    ctok[0, W - (n - lo):] = ids[0, lo:n]
+    cnext[0, W - (n - lo):] = ids[0, lo + 1:n + 1]
     prev = [tok_ids[n]]
     rows, confs, drafted = [], [], []
     for j in range(K):
-        lg, cf = d.heads(z[:, j:j + 1], torch.tensor([[prev[-1]]]), target.output_weight())
+        # Slot j alone, with its own copy scale and confidence weight.
+        zj = torch.zeros(1, j + 1, d.H)
+        zj[0, j] = z[0, j]
+        pj = torch.zeros(1, j + 1, dtype=torch.long)
+        pj[0, j] = prev[-1]
+        lg, cf = d.heads(zj, pj, target.output_weight(), (ctok, cnext, valid))
+        lg, cf = lg[:, j:j + 1], cf[:, j:j + 1]
         rows.append(lg[0, 0].tolist())
         confs.append(float(torch.sigmoid(cf[0, 0])))
         t = int(lg[0, 0].argmax())
@@ -505,6 +546,7 @@ def main():
     t.add_argument("--selfgen", default="", help="selfgen.bin: rows of [corpus prompt | target's greedy continuation]")
     t.add_argument("--selfgen-share", type=float, default=0.75, help="share of each batch's windows from --selfgen")
     t.add_argument("--init-from", default="", help="a checkpoint whose drafter weights start this run (fresh optimizer and schedule)")
+    t.add_argument("--context-copy", action="store_true", help="the drafter has the context copy term")
     sg = sub.add_parser("selfgen")
     sg.add_argument("--target", required=True)
     sg.add_argument("--data", required=True)
