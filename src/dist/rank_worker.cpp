@@ -128,7 +128,10 @@ int run_rank_worker(MpiCollectives& comm) {
           MpiWorld::abort(71);
       }
     } catch (const std::exception& e) {
-      spdlog::debug("rank {}: {}", comm.rank(), e.what());
+      // Rank 0 checks a plan before it broadcasts it, so this is rare: the same throw on every
+      // rank (each moves on), or a failure of this rank alone, which leaves the ranks out of
+      // step until rank 0's step watchdog ends the job. Either way the cause belongs in the log.
+      spdlog::warn("rank {}: operation {} failed: {}", comm.rank(), h.op, e.what());
     }
   }
 }

@@ -382,24 +382,27 @@ def bf16_round(d):
 
 
 @torch.no_grad()
-def heldout_metrics(d, target, held, seq=256, anchors=48, seed=7, windows=96):
-    """Teacher-forced on held-out text (context and prev tokens are the text's): per slot, the
-    share of rounds whose draft argmax equals the target's argmax at that position (top-1
+def heldout_metrics(d, target, held, seq=256, anchors=48, seed=7, windows=96, low=1):
+    """Teacher-forced on held-out windows (context and prev tokens are the window's): per slot,
+    the share of rounds whose draft argmax equals the target's argmax at that position (top-1
     agreement), the share whose whole prefix up to the slot agrees (acceptance, greedy), AL per
-    K = 1 + sum of those shares, and how well the confidence head predicts agreement."""
+    K = 1 + sum of those shares, and how well the confidence head predicts agreement. held: a
+    flat token array cut into windows of seq, or rows [n, seq]; anchors from `low` on."""
     K = d.cfg["block_size"]
     rng = np.random.default_rng(seed)
-    n = min(windows, (len(held) - 1) // seq)
+    rows = held if held.ndim == 2 else None
+    n = min(windows, len(rows) if rows is not None else (len(held) - 1) // seq)
     agree_sum = torch.zeros(K)
     surv_sum = torch.zeros(K)
     conf_sum = torch.zeros(K)
     rounds = 0
     for w in range(0, n, 8):
         ws = list(range(w, min(n, w + 8)))
-        ids = torch.from_numpy(np.stack([held[i * seq:(i + 1) * seq] for i in ws]).astype(np.int64))
+        win = [rows[i] for i in ws] if rows is not None else [held[i * seq:(i + 1) * seq] for i in ws]
+        ids = torch.from_numpy(np.stack(win).astype(np.int64))
         taps, tl_all = target_pass(target, ids, d.cfg["target_layer_ids"])
         B = ids.shape[0]
-        anc = torch.from_numpy(np.sort(rng.integers(1, seq - K, (B, anchors)), 1))
+        anc = torch.from_numpy(np.sort(rng.integers(low, seq - K, (B, anchors)), 1))
         logits, conf, toks, tpos = round_outputs(d, target, taps, ids, anc)
         bidx = torch.arange(B).repeat_interleave(anchors).view(-1, 1).expand(-1, K)
         tl = tl_all[bidx, tpos[:, :K]]
@@ -431,6 +434,16 @@ def export(a):
         shutil.copyfile(os.path.join(a.target, fn), os.path.join(a.out, fn))
     held = np.fromfile(os.path.join(a.data, "heldout.bin"), dtype=np.uint16)
     m = heldout_metrics(d, target, held)
+    # The same on the target's greedy continuations of held-out prompts (dspark.py selfgen
+    # --source heldout.bin): what a drafter predicts when serving greedy requests.
+    sg = os.path.join(a.data, "selfgen_heldout.bin")
+    if os.path.exists(sg):
+        with open(sg + ".json") as f:
+            meta = json.load(f)
+        rows = np.fromfile(sg, dtype=np.uint16).reshape(-1, meta["prompt_len"] + meta["gen_len"])
+        m["greedy_continuations"] = heldout_metrics(d, target, rows, seq=rows.shape[1], low=meta["prompt_len"] - 1)
+        m["greedy_continuations"]["source"] = f"{len(rows)} held-out prompts of {meta['prompt_len']} tokens, " \
+                                              f"{meta['gen_len']} greedy tokens each (selfgen_heldout.bin)"
     m.update({"model": os.path.basename(os.path.normpath(a.out)), "role": "parallel drafter",
               "target": os.path.normpath(a.target),
               "params": sum(p.numel() for p in d.parameters()),
@@ -441,6 +454,9 @@ def export(a):
     with open(os.path.join(a.out, "metrics.json"), "w") as f:
         json.dump(m, f, indent=2)
     print(json.dumps({k: m[k] for k in ("top1_agreement_per_position", "al_per_k_greedy_teacher_forced")}))
+    if "greedy_continuations" in m:
+        g = m["greedy_continuations"]
+        print("greedy continuations:", json.dumps({k: g[k] for k in ("top1_agreement_per_position", "al_per_k_greedy_teacher_forced")}))
 
 
 @torch.no_grad()
@@ -499,11 +515,12 @@ def golden(a):
 
 def selfgen(a):
     """Rows of [prompt_len corpus tokens | gen_len greedy tokens of the target], uint16, written
-    to WORK/selfgen.bin; the C++ engine (`deltaserve generate`, greedy, one thread per call)
+    to WORK/NAME (selfgen.bin from train.bin; selfgen_heldout.bin from heldout.bin for export's
+    metrics); the C++ engine (`deltaserve generate`, greedy, one thread per call)
     generates, two calls at a time."""
     import concurrent.futures
     import subprocess
-    data = np.fromfile(os.path.join(a.data, "train.bin"), dtype=np.uint16)
+    data = np.fromfile(os.path.join(a.data, a.source), dtype=np.uint16)
     rng = np.random.default_rng(a.seed)
     starts = rng.integers(0, len(data) - a.prompt_len - 1, a.rows)
 
@@ -520,10 +537,10 @@ def selfgen(a):
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
         rows = list(ex.map(one, starts))
-    out = os.path.join(a.data, "selfgen.bin")
+    out = os.path.join(a.data, a.name)
     np.stack(rows).tofile(out)
     with open(out + ".json", "w") as f:
-        json.dump({"rows": a.rows, "prompt_len": a.prompt_len, "gen_len": a.gen_len, "seed": a.seed,
+        json.dump({"rows": a.rows, "prompt_len": a.prompt_len, "gen_len": a.gen_len, "seed": a.seed, "source": a.source,
                    "target": os.path.normpath(a.target), "seconds": round(time.time() - t0, 1)}, f)
     print(f"selfgen: {a.rows} rows of {a.prompt_len}+{a.gen_len} tokens in {time.time() - t0:.0f} s -> {out}")
 
@@ -556,6 +573,8 @@ def main():
     sg.add_argument("--gen-len", type=int, default=128)
     sg.add_argument("--jobs", type=int, default=2)
     sg.add_argument("--seed", type=int, default=11)
+    sg.add_argument("--source", default="train.bin", help="the corpus split the prompts come from (in --data)")
+    sg.add_argument("--name", default="selfgen.bin", help="the file written (in --data)")
     e = sub.add_parser("export")
     e.add_argument("--target", required=True)
     e.add_argument("--ckpt", required=True)

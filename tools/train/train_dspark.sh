@@ -37,6 +37,8 @@ if [ "$SG_MINUTES" != 0 ]; then
   [ -x build/deltaserve ] || scripts/build
   [ -e "$WORK/selfgen.bin" ] || $PY tools/train/dspark.py selfgen --target models/deltacoder --data "$WORK" \
       --deltaserve build/deltaserve --rows 3000
+  [ -e "$WORK/selfgen_heldout.bin" ] || $PY tools/train/dspark.py selfgen --target models/deltacoder --data "$WORK" \
+      --deltaserve build/deltaserve --rows 96 --source heldout.bin --name selfgen_heldout.bin
   train_in_pieces "$WORK/dspark-selfgen" "$SG_MINUTES" --selfgen "$WORK/selfgen.bin" --init-from "$CKPT" --lr 1.5e-3 \
       --context-copy
   CKPT="$WORK/dspark-selfgen/latest.pt"
