@@ -286,7 +286,9 @@ TEST(ParallelDrafter, MisfitsFailAtStartUpWithOneClearLine) {
   EXPECT_NE(vocab.find("vocabulary of 5000 tokens, the target 4096"), std::string::npos) << vocab;
   const std::string k = start_error(drafter_dir(), 9);
   EXPECT_NE(k.find("--num-speculative-tokens 9 exceeds the drafter's block of 8"), std::string::npos) << k;
-  for (const std::string* e : {&layers, &hidden, &vocab, &k}) EXPECT_EQ(e->find('\n'), std::string::npos) << *e;
+  const std::string copy = start_error(variant("copy", [](nlohmann::json& j) { j["context_copy"] = "yes"; }), 4);
+  EXPECT_NE(copy.find("'context_copy' must be true or false"), std::string::npos) << copy;
+  for (const std::string* e : {&layers, &hidden, &vocab, &k, &copy}) EXPECT_EQ(e->find('\n'), std::string::npos) << *e;
   // The threshold belongs to a parallel drafter, and lies in [0, 1).
   EngineConfig c = bundled_config();
   c.spec = spec_of(4, "lanes");
