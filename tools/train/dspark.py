@@ -419,6 +419,19 @@ def heldout_metrics(d, target, held, seq=256, anchors=48, seed=7, windows=96, lo
             "mean_confidence_per_position": (conf_sum / rounds).tolist()}
 
 
+def training_history(ck):
+    """This run, and the runs it was initialised from (--init-from), newest first."""
+    runs = []
+    while ck is not None:
+        args = ck["args"]
+        runs.append({"steps": ck["step"], "minutes": round(ck["elapsed"] / 60, 1), "final": ck.get("final", False),
+                     "context_copy": bool(ck["cfg"].get("context_copy")), "selfgen": bool(args.get("selfgen")),
+                     "args": args})
+        src = args.get("init_from")
+        ck = torch.load(src) if src and os.path.exists(src) else None
+    return {"runs": runs, "steps": sum(r["steps"] for r in runs), "minutes": round(sum(r["minutes"] for r in runs), 1)}
+
+
 def export(a):
     ck = torch.load(a.ckpt)
     target = load_target(a.target)
@@ -448,8 +461,7 @@ def export(a):
               "target": os.path.normpath(a.target),
               "params": sum(p.numel() for p in d.parameters()),
               "size_bytes": os.path.getsize(os.path.join(a.out, "model.safetensors")),
-              "training": {"steps": ck["step"], "minutes": round(ck["elapsed"] / 60, 1),
-                           "final": ck.get("final", False), "args": ck["args"]},
+              "training": training_history(ck),
               "reproduce": "tools/train/train_dspark.sh (see tools/train/README.md)"})
     with open(os.path.join(a.out, "metrics.json"), "w") as f:
         json.dump(m, f, indent=2)
