@@ -213,9 +213,12 @@ void Sampler::distribution(const float* logits, int vocab, const SamplingFilter&
   }
   n = filter(n, m, p);
   const float inv_t = 1.f / p.temperature;
+  // Each weight once (a drafter keeps a distribution per draft slot: the vocabulary's exps
+  // twice over were most of a probabilistic draft round); the same floats, sum and quotients.
+  if (weight_.size() < size_t(n)) weight_.resize(size_t(n));
   double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp((cand_[size_t(i)].logit - m) * inv_t);
-  for (int i = 0; i < n; ++i) probs[cand_[size_t(i)].id] = float(std::exp((cand_[size_t(i)].logit - m) * inv_t) / sum);
+  for (int i = 0; i < n; ++i) sum += (weight_[size_t(i)] = std::exp((cand_[size_t(i)].logit - m) * inv_t));
+  for (int i = 0; i < n; ++i) probs[cand_[size_t(i)].id] = float(weight_[size_t(i)] / sum);
 }
 
 int32_t Sampler::draw(const float* weights, int vocab, double uniform) {

@@ -71,6 +71,7 @@ class Sampler {
   void sort_prefix(int n, int k);
 
   std::vector<Cand> cand_;
+  std::vector<float> weight_;  // distribution's scratch: each kept candidate's exp
 };
 
 }  // namespace ds
