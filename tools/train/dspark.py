@@ -73,6 +73,7 @@ MODEL_TYPE = "deltaserve_dspark"
 DEFAULT = dict(target_layer_ids=[0, 2, 3], num_hidden_layers=1, num_attention_heads=3, head_dim=64,
                intermediate_size=512, block_size=8, markov_rank=32, context_window=32,
                rope_theta=10000.0, rms_norm_eps=1e-6, context_copy=False)
+COPY_SCALE_INIT = 2.0  # a match's starting logit bonus (training learns each slot's own)
 
 
 def rope(x, pos, theta):
@@ -119,7 +120,7 @@ class DSpark(nn.Module):
         self.confidence = nn.Linear(H + r, 1, bias=True)
         if cfg.get("context_copy"):
             K = cfg["block_size"]
-            self.copy_scale = nn.Parameter(torch.full((K,), 2.0))
+            self.copy_scale = nn.Parameter(torch.full((K,), COPY_SCALE_INIT))
             self.copy_confidence = nn.Parameter(torch.zeros(K))
 
     @torch.no_grad()
@@ -133,7 +134,7 @@ class DSpark(nn.Module):
             elif name.endswith("confidence.bias") or name == "copy_confidence":
                 p.zero_()
             elif name == "copy_scale":
-                p.fill_(2.0)
+                p.fill_(COPY_SCALE_INIT)
             else:
                 p.copy_(torch.randn(p.shape, generator=g) * std)
         return self
@@ -307,11 +308,8 @@ def train(a):
         print(f"initialised from {a.init_from} (new: {missing})", flush=True)
     sg, sg_prompt, n_sg = None, 0, 0
     if a.selfgen:
-        with open(a.selfgen + ".json") as f:
-            meta = json.load(f)
-        row = meta["prompt_len"] + meta["gen_len"]
-        assert row == a.seq, f"--seq {a.seq} must equal the selfgen rows' length {row}"
-        sg = np.fromfile(a.selfgen, dtype=np.uint16).reshape(-1, row)
+        sg, meta = load_selfgen(a.selfgen)
+        assert sg.shape[1] == a.seq, f"--seq {a.seq} must equal the selfgen rows' length {sg.shape[1]}"
         sg_prompt = meta["prompt_len"]
         n_sg = int(round(a.selfgen_share * a.batch))
         print(f"selfgen: {len(sg)} rows, {n_sg} of {a.batch} windows per batch", flush=True)
@@ -451,9 +449,7 @@ def export(a):
     # --source heldout.bin): what a drafter predicts when serving greedy requests.
     sg = os.path.join(a.data, "selfgen_heldout.bin")
     if os.path.exists(sg):
-        with open(sg + ".json") as f:
-            meta = json.load(f)
-        rows = np.fromfile(sg, dtype=np.uint16).reshape(-1, meta["prompt_len"] + meta["gen_len"])
+        rows, meta = load_selfgen(sg)
         m["greedy_continuations"] = heldout_metrics(d, target, rows, seq=rows.shape[1], low=meta["prompt_len"] - 1)
         m["greedy_continuations"]["source"] = f"{len(rows)} held-out prompts of {meta['prompt_len']} tokens, " \
                                               f"{meta['gen_len']} greedy tokens each (selfgen_heldout.bin)"
@@ -523,6 +519,13 @@ def golden(a):
     with open(a.out, "w") as f:
         json.dump(out, f)
     print(f"golden: {len(rows)} slots, drafted {drafted}")
+
+
+def load_selfgen(path):
+    """selfgen's rows [n, prompt_len + gen_len] and its metadata (path + ".json")."""
+    with open(path + ".json") as f:
+        meta = json.load(f)
+    return np.fromfile(path, dtype=np.uint16).reshape(-1, meta["prompt_len"] + meta["gen_len"]), meta
 
 
 def selfgen(a):
