@@ -92,11 +92,11 @@ BENCHMARK(BM_DecodeAttention)->Arg(512)->Arg(2048)->Arg(8192)->UseRealTime();
 // query heads each). Args: context; 0 = every head's rows of a token side by side (the layout
 // before GQA blocks went head-major: this head's 256-byte rows 2 KiB apart, which the prefetcher
 // loses) or 1 = this head's rows contiguous within each 64-token block (model/gqa_mixer.h); the
-// KV dtype (0 f32, 1 bf16, 2 fp8).
+// KV dtype (0 f32, 1 bf16, 2 fp8, 3 bf16 with bf16 products).
 void BM_DecodeAttentionGqaHead(benchmark::State& st) {
   const int ctx = int(st.range(0)), nq = 3, hd = 64, heads = 4, bs = 64;
   const bool head_major = st.range(1) != 0;
-  const KvDtype dt = st.range(2) == 0 ? KvDtype::F32 : st.range(2) == 1 ? KvDtype::BF16 : KvDtype::Fp8E4M3;
+  const KvDtype dt = st.range(2) == 0 ? KvDtype::F32 : st.range(2) == 1 || st.range(2) == 3 ? KvDtype::BF16 : KvDtype::Fp8E4M3;
   const size_t es = kv_elem_bytes(dt), head_row = size_t(2 * hd) * es + (kv_has_scales(dt) ? 8 : 0);
   const int blocks = (ctx + bs - 1) / bs;
   std::vector<std::byte> pool(size_t(blocks) * bs * heads * head_row);
@@ -124,6 +124,7 @@ void BM_DecodeAttentionGqaHead(benchmark::State& st) {
   kv.block_size = bs;
   kv.block_table = table.data();
   kv.dtype = dt;
+  kv.bf16_products = st.range(2) == 3;
   auto q = randn(size_t(nq) * hd, 6);
   std::vector<float> out(size_t(nq) * hd), scratch(attention_scratch_floats(nq, hd, ctx));
   for (auto _ : st) {
@@ -134,7 +135,7 @@ void BM_DecodeAttentionGqaHead(benchmark::State& st) {
   st.counters["kv_GB/s"] = benchmark::Counter(double(ctx) * double(head_row), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   st.counters["tokens/s"] = benchmark::Counter(double(ctx), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_DecodeAttentionGqaHead)->ArgsProduct({{512, 8192}, {0, 1}, {0, 1, 2}})->UseRealTime();
+BENCHMARK(BM_DecodeAttentionGqaHead)->ArgsProduct({{512, 8192}, {0, 1}, {0, 1, 2, 3}})->UseRealTime();
 
 // A decode or verify step's dense FFN on bench-100m-dense: 12 layers of gate and up (2048 x 768)
 // and down (768 x 2048), bf16 with bf16 activations, 113 MB in all (over the L3), so each call
@@ -174,7 +175,8 @@ BENCHMARK(BM_FfnStream)->ArgsProduct({{1, 4, 8, 16, 32, 64}, {2}})->UseRealTime(
 // A served decode step's GQA attention: `seqs` sequences of `ctx` tokens, bench-100m-dense's 4 KV
 // heads of 64 (3 query heads each), head-major blocks scattered over a pool much larger than the
 // L3, all (sequence, head) items split over 2 threads as the mixer does: what decode attention
-// costs at concurrency, against the KV bytes it must read. Args: seqs, ctx, dtype (0 f32, 1 bf16),
+// costs at concurrency, against the KV bytes it must read. Args: seqs, ctx, dtype (0 f32, 1 bf16,
+// 2 bf16 with bf16 products as --activation-dtype bf16 runs it),
 // huge pages (0: 4 KiB pages, 1: madvise(MADV_HUGEPAGE)), next item fetched (KvAhead: 0 off, 1 on,
 // as the mixers run it).
 void BM_DecodeAttentionServed(benchmark::State& st) {
@@ -214,6 +216,7 @@ void BM_DecodeAttentionServed(benchmark::State& st) {
         kv.block_size = bs;
         kv.block_table = table.data() + size_t(s) * per_seq;
         kv.dtype = dt;
+        kv.bf16_products = st.range(2) == 2;
         return kv;
       };
       const bool ahead = st.range(4) != 0;
@@ -228,7 +231,7 @@ void BM_DecodeAttentionServed(benchmark::State& st) {
   st.counters["kv_GB/s"] = benchmark::Counter(double(seqs) * heads * ctx * double(head_row),
                                               benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_DecodeAttentionServed)->ArgsProduct({{1, 4, 16, 64, 256}, {640}, {0, 1}, {0, 1}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_DecodeAttentionServed)->ArgsProduct({{1, 4, 16, 64, 256}, {640}, {0, 1, 2}, {0, 1}, {0, 1}})->UseRealTime();
 
 KdaHeadIo head_io(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                   const std::vector<float>& g, const std::vector<float>& b, std::vector<float>& o, int d) {

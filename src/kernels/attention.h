@@ -25,6 +25,11 @@ struct PagedKv {
   int block_size = 64;
   const int32_t* block_table = nullptr;
   KvDtype dtype = KvDtype::F32;
+  // Decode may form q.k and p.v from bf16 operands (vdpbf16ps): the query and the probabilities
+  // rounded to bf16, as --activation-dtype bf16 rounds what meets every bf16 weight. bf16 caches
+  // on the AVX-512 kernels only (elsewhere products stay f32); prefill is unaffected. Each row's
+  // arithmetic still depends on its own context alone, so batch invariance holds.
+  bool bf16_products = false;
 
   // An f32 cache with strides counted in floats (tests, benchmarks).
   static PagedKv f32(const float* k, const float* v, size_t block_stride_floats, size_t token_stride_floats,

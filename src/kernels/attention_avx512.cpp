@@ -107,17 +107,46 @@ inline void pair_query(const float* q, int nq, int dk, float* out) {
       }
 }
 
+// With bf16 products (PagedKv::bf16_products) the query is rounded to bf16 once per partition,
+// in the row's own order (a 32-bit slot holds values 2j and 2j+1, which vdpbf16ps multiplies with
+// the key's values 2j and 2j+1 and adds to lane j), zero past dk; qs counts 32-bit slots.
+inline int dot_query_stride(int dk) { return (dk + kPairChunk - 1) / kPairChunk * (kPairChunk / 2); }
+inline void dot_query(const float* q, int nq, int dk, float* out) {
+  const int stride = dot_query_stride(dk);
+  for (int h = 0; h < nq; ++h)
+    for (int d = 0; d < dk; d += kPairChunk) {
+      const float* qh = q + size_t(h) * size_t(dk) + size_t(d);
+      const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(dk - d), qh);
+      const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(dk - d - 16), qh + 16);
+      _mm512_storeu_si512(out + size_t(h) * size_t(stride) + size_t(d / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+// How a partition's keys meet the query: f32 values (kPlain), bf16 keys widened as even and odd
+// values (kPairs, a pair_query layout), or bf16 products (kDot, a dot_query layout).
+enum ScoreMode { kPlain, kPairs, kDot };
+
 // H heads (qs apart) against K (4 or 1) key rows: H*K independent FMA chains; each key vector
-// is loaded once for H heads and each query vector once for K keys. Pairs: bf16 keys read as
-// even and odd values against a pair_query layout (qs = its stride).
-template <KvDtype T, bool Pairs, int H, int K>
+// is loaded once for H heads and each query vector once for K keys.
+template <KvDtype T, int Mode, int H, int K>
 [[gnu::always_inline]] inline void scores_tile(const float* q, size_t qs, int dk, const std::byte* const* kr, const float* kf,
                                                float scale, float* out) {
   static_assert(K == 4 || K == 1);
   __m512 acc[H][K];
   for (int h = 0; h < H; ++h)
     for (int k = 0; k < K; ++k) acc[h][k] = _mm512_setzero_ps();
-  if constexpr (Pairs) {
+  if constexpr (Mode == kDot) {
+    static_assert(T == KvDtype::BF16);
+    for (int d = 0; d < dk; d += kPairChunk) {
+      const __mmask32 m = tail_mask32(dk - d);
+      __m512i kb[K];
+      for (int k = 0; k < K; ++k) kb[k] = _mm512_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(kr[k]) + d);
+      for (int h = 0; h < H; ++h) {
+        const __m512i qb = _mm512_loadu_si512(q + size_t(h) * qs + size_t(d / 2));
+        for (int k = 0; k < K; ++k) acc[h][k] = _mm512_dpbf16_ps(acc[h][k], (__m512bh)qb, (__m512bh)kb[k]);
+      }
+    }
+  } else if constexpr (Mode == kPairs) {
     static_assert(T == KvDtype::BF16);
     for (int d = 0; d < dk; d += kPairChunk) {
       __m512 ke[K], ko[K];
@@ -156,18 +185,18 @@ template <KvDtype T, bool Pairs, int H, int K>
 }
 
 // All nq heads against K key rows, 4 heads at a time.
-template <KvDtype T, bool Pairs, int K>
+template <KvDtype T, int Mode, int K>
 [[gnu::always_inline]] inline void scores_keys(const float* q, size_t qs, int nq, int dk, const std::byte* const* kr, const float* kf,
                                                float scale, float* out) {
   int h = 0;
   for (; h + 4 <= nq; h += 4)
-    scores_tile<T, Pairs, 4, K>(q + size_t(h) * qs, qs, dk, kr, kf, scale, out + size_t(h) * kAttnPartition);
+    scores_tile<T, Mode, 4, K>(q + size_t(h) * qs, qs, dk, kr, kf, scale, out + size_t(h) * kAttnPartition);
   const float* qh = q + size_t(h) * qs;
   float* oh = out + size_t(h) * kAttnPartition;
   switch (nq - h) {
-    case 3: scores_tile<T, Pairs, 3, K>(qh, qs, dk, kr, kf, scale, oh); break;
-    case 2: scores_tile<T, Pairs, 2, K>(qh, qs, dk, kr, kf, scale, oh); break;
-    case 1: scores_tile<T, Pairs, 1, K>(qh, qs, dk, kr, kf, scale, oh); break;
+    case 3: scores_tile<T, Mode, 3, K>(qh, qs, dk, kr, kf, scale, oh); break;
+    case 2: scores_tile<T, Mode, 2, K>(qh, qs, dk, kr, kf, scale, oh); break;
+    case 1: scores_tile<T, Mode, 1, K>(qh, qs, dk, kr, kf, scale, oh); break;
     default: break;
   }
 }
@@ -208,7 +237,7 @@ class AheadFetch {
   size_t off_[kAttnPartition];
 };
 
-template <KvDtype T, bool Pairs>
+template <KvDtype T, int Mode>
 void scores_pass(const float* q, size_t qs, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores,
                  const KvAhead& ahead) {
   const size_t row_bytes = size_t(dk) * kv_elem_bytes(T);
@@ -232,13 +261,13 @@ void scores_pass(const float* q, size_t qs, int nq, int dk, float scale, const P
       kf[i] = row_factor<T>(kv.k_scale, off[t + i]);
       if (t + i + kPrefetchRows < n) prefetch_key_value(t + i + kPrefetchRows);
     }
-    scores_keys<T, Pairs, 4>(q, qs, nq, dk, rows, kf, scale, scores + size_t(t));
+    scores_keys<T, Mode, 4>(q, qs, nq, dk, rows, kf, scale, scores + size_t(t));
     fetch.upto(t + 4);
   }
   for (; t < n; ++t) {  // the last n % 4 keys
     rows[0] = kv.k + off[t];
     kf[0] = row_factor<T>(kv.k_scale, off[t]);
-    scores_keys<T, Pairs, 1>(q, qs, nq, dk, rows, kf, scale, scores + size_t(t));
+    scores_keys<T, Mode, 1>(q, qs, nq, dk, rows, kf, scale, scores + size_t(t));
   }
   fetch.upto(n);
 }
@@ -247,6 +276,19 @@ template <KvDtype T>
 void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores,
                  const KvAhead& ahead) {
   if constexpr (T == KvDtype::BF16) {
+    if (kv.bf16_products && dot_query_stride(dk) <= kPairQueryFloats) {
+      // As below, in chunks of heads whose rounded queries fit the buffer.
+      const int stride = dot_query_stride(dk);
+      alignas(64) float dq[kPairQueryFloats];
+      const int chunk = kPairQueryFloats / stride;
+      for (int h0 = 0; h0 < nq; h0 += chunk) {
+        const int hn = std::min(chunk, nq - h0);
+        dot_query(q + size_t(h0) * size_t(dk), hn, dk, dq);
+        scores_pass<T, kDot>(dq, size_t(stride), hn, dk, scale, kv, off, n, scores + size_t(h0) * kAttnPartition,
+                             h0 == 0 ? ahead : KvAhead{});
+      }
+      return;
+    }
     const int stride = pair_query_stride(dk);
     if (stride <= kPairQueryFloats) {
       // Heads in chunks whose paired queries fit the buffer. Whether a head's scores take the
@@ -257,13 +299,13 @@ void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv,
       for (int h0 = 0; h0 < nq; h0 += chunk) {
         const int hn = std::min(chunk, nq - h0);
         pair_query(q + size_t(h0) * size_t(dk), hn, dk, pq);
-        scores_pass<T, true>(pq, size_t(stride), hn, dk, scale, kv, off, n, scores + size_t(h0) * kAttnPartition,
+        scores_pass<T, kPairs>(pq, size_t(stride), hn, dk, scale, kv, off, n, scores + size_t(h0) * kAttnPartition,
                              h0 == 0 ? ahead : KvAhead{});
       }
       return;
     }
   }
-  scores_pass<T, false>(q, size_t(dk), nq, dk, scale, kv, off, n, scores, ahead);
+  scores_pass<T, kPlain>(q, size_t(dk), nq, dk, scale, kv, off, n, scores, ahead);
 }
 
 constexpr int kRowBlock = 32;  // value rows per block: 32 KiB at dv = 256 in f32, inside L1
@@ -313,6 +355,85 @@ inline void unpair_output(float* o, int nq, int dv) {
   }
 }
 
+// bf16 products: vdpbf16ps pairs two value rows (i, i+1): interleaving their 16-bit values
+// (unpacklo/hi_epi16, within each 128-bit lane) gives per 32 columns two vectors whose 32-bit
+// lane 4L + j holds the rows' values at column 8L + j (lo) or 8L + 4 + j (hi), to meet the pair
+// of probabilities (p_i, p_i+1) broadcast. The output is held in that order (per 32 columns, the
+// lo sums then the hi sums; undot_output restores it). pp: head h's block of probability pairs
+// at pp + h * kRowBlock / 2. An odd last row pairs with zeros.
+template <int H>
+[[gnu::always_inline]] inline void pv_rows_dot(const uint32_t* pp, const std::byte* const* rows, int nr, int dv, float* o) {
+  for (int d0 = 0; d0 < dv; d0 += 64) {
+    const int chunks = std::min(2, (dv - d0) / kPairChunk);
+    __m512 a[H][4];
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < 2 * chunks; ++j) a[h][j] = _mm512_loadu_ps(o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j));
+    for (int i = 0; i < nr; i += 2) {
+      __m512i v[4];
+      for (int c = 0; c < chunks; ++c) {
+        const __m512i r0 = _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(rows[i]) + d0 + kPairChunk * c);
+        const __m512i r1 = i + 1 < nr ? _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(rows[i + 1]) + d0 + kPairChunk * c)
+                                      : _mm512_setzero_si512();
+        v[2 * c] = _mm512_unpacklo_epi16(r0, r1);
+        v[2 * c + 1] = _mm512_unpackhi_epi16(r0, r1);
+      }
+      for (int h = 0; h < H; ++h) {
+        const __m512i p = _mm512_set1_epi32(int(pp[size_t(h) * (kRowBlock / 2) + size_t(i / 2)]));
+        for (int j = 0; j < 2 * chunks; ++j) a[h][j] = _mm512_dpbf16_ps(a[h][j], (__m512bh)v[j], (__m512bh)p);
+      }
+    }
+    for (int h = 0; h < H; ++h)
+      for (int j = 0; j < 2 * chunks; ++j) _mm512_storeu_ps(o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j), a[h][j]);
+  }
+}
+
+// pv_rows_dot's order back to column order, 32 columns at a time.
+inline void undot_output(float* o, int nq, int dv) {
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (size_t c = 0; c < size_t(nq) * size_t(dv); c += kPairChunk) {
+    const __m512 lo = _mm512_loadu_ps(o + c), hi = _mm512_loadu_ps(o + c + 16);
+    _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(lo, first, hi));
+    _mm512_storeu_ps(o + c + 16, _mm512_permutex2var_ps(lo, second, hi));
+  }
+}
+
+// The value pass with bf16 products: per block of kRowBlock rows, every head's probabilities
+// rounded to bf16 (round to nearest even, zero past the last row), then pv_rows_dot.
+inline void pv_pass_dot(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
+  for (size_t i = 0; i < size_t(nq) * size_t(dv); ++i) o_part[i] = 0.f;
+  const size_t row_bytes = size_t(dv) * 2;
+  const std::byte* rows[kRowBlock];
+  constexpr int kHeadChunk = 64;  // heads whose pairs one block holds
+  alignas(64) uint32_t pp[kHeadChunk * (kRowBlock / 2)];
+  for (int r0 = 0; r0 < n; r0 += kRowBlock) {
+    const int nr = std::min(kRowBlock, n - r0);
+    for (int i = 0; i < nr; ++i) rows[i] = kv.v + off[r0 + i];
+    for (int i = 0; i < nr && r0 + kRowBlock + i < n; ++i) prefetch_row(kv.v + off[r0 + kRowBlock + i], row_bytes);
+    for (int h0 = 0; h0 < nq; h0 += kHeadChunk) {
+      const int hn = std::min(kHeadChunk, nq - h0);
+      for (int h = 0; h < hn; ++h) {
+        const float* ph = probs + size_t(h0 + h) * kAttnPartition + size_t(r0);
+        const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(nr), ph), hi = _mm512_maskz_loadu_ps(tail_mask(nr - 16), ph + 16);
+        _mm512_store_si512(pp + size_t(h) * (kRowBlock / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+      for (int h = 0; h < hn;) {
+        const uint32_t* ph = pp + size_t(h) * (kRowBlock / 2);
+        float* oh = o_part + size_t(h0 + h) * size_t(dv);
+        switch (std::min(6, hn - h)) {
+          case 6: pv_rows_dot<6>(ph, rows, nr, dv, oh); h += 6; break;
+          case 5: pv_rows_dot<5>(ph, rows, nr, dv, oh); h += 5; break;
+          case 4: pv_rows_dot<4>(ph, rows, nr, dv, oh); h += 4; break;
+          case 3: pv_rows_dot<3>(ph, rows, nr, dv, oh); h += 3; break;
+          case 2: pv_rows_dot<2>(ph, rows, nr, dv, oh); h += 2; break;
+          default: pv_rows_dot<1>(ph, rows, nr, dv, oh); h += 1; break;
+        }
+      }
+    }
+  }
+  undot_output(o_part, nq, dv);
+}
+
 template <KvDtype T, bool Pairs>
 void pv_pass(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
   // Blocks of kRowBlock value rows, each used by every head and column while it sits in L1; up
@@ -348,8 +469,10 @@ void pv_pass(const float* probs, int nq, int dv, const PagedKv& kv, const size_t
 
 template <KvDtype T>
 void pv_impl(const float* probs, int nq, int dv, const PagedKv& kv, const size_t* off, int n, float* o_part) {
-  if constexpr (T == KvDtype::BF16)
+  if constexpr (T == KvDtype::BF16) {
+    if (kv.bf16_products && dv % kPairChunk == 0) return pv_pass_dot(probs, nq, dv, kv, off, n, o_part);
     if (dv % kPairChunk == 0) return pv_pass<T, true>(probs, nq, dv, kv, off, n, o_part);
+  }
   pv_pass<T, false>(probs, nq, dv, kv, off, n, o_part);
 }
 

@@ -107,6 +107,7 @@ void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     kv.block_size = block_size;
     kv.block_table = seqs[size_t(s)].block_table;
     kv.dtype = dt;
+    kv.bf16_products = bf16_attention_ && dt == KvDtype::BF16;
     return kv;
   };
   if (ctx.dcp && ctx.dcp->active()) {

@@ -31,12 +31,16 @@ class GqaMixer {
   void set_activation_dtype(ActivationDtype a) {
     ds::set_activation_dtype(qkv_, a);
     ds::set_activation_dtype(o_proj_, a);
+    bf16_attention_ = a == ActivationDtype::BF16;
   }
 
  private:
   int nh_, nkv_, hd_, hidden_;
   float theta_;
   PackedWeight qkv_, o_proj_;
+  // bf16 activations: decode attention over a bf16 cache forms its products in bf16 too
+  // (PagedKv::bf16_products).
+  bool bf16_attention_ = false;
   std::vector<float> inv_freq_;
 };
 

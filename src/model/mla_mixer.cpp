@@ -131,6 +131,7 @@ void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::by
     kv.block_size = block_size;
     kv.block_table = sc.block_table;
     kv.dtype = dt;
+    kv.bf16_products = bf16_attention_ && dt == KvDtype::BF16;
     return kv;
   };
   if (ctx.dcp && ctx.dcp->active()) {

@@ -32,12 +32,16 @@ class MlaMixer {
     for (PackedWeight* w : {&q_proj_, &kv_a_, &o_proj_}) ds::set_activation_dtype(*w, a);
     for (PackedWeight& w : k_absorb_) ds::set_activation_dtype(w, a);
     for (PackedWeight& w : v_up_) ds::set_activation_dtype(w, a);
+    bf16_attention_ = a == ActivationDtype::BF16;
   }
 
  private:
   int nh_, nope_, R_, L_, V_, hidden_;
   float eps_, scale_;
   PackedWeight q_proj_, kv_a_, o_proj_;
+  // bf16 activations: decode attention over a bf16 cache forms its products in bf16 too
+  // (PagedKv::bf16_products).
+  bool bf16_attention_ = false;
   std::vector<float> kv_norm_;
   std::vector<PackedWeight> k_absorb_;  // per head [L][nope]: q_nope -> latent
   std::vector<PackedWeight> v_up_;      // per head [V][L]: latent -> value

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/kv_format.h"
 
 namespace ds {
@@ -224,6 +225,47 @@ TEST(Attention, DecodeMatchesReferenceAtModelShapes) {
   }
 }
 
+TEST(Attention, Bf16ProductsStayWithinTheirRoundingOfTheReference) {
+  // bf16 caches with bf16 products (--activation-dtype bf16): the query and the probabilities
+  // are rounded to bf16 (relative error <= 2^-9 each), so a score moves by about 2^-9 of
+  // |q| |k| scale and the output by about 2^-9 of the values it averages. The bound is the f32
+  // one's scaled to that (these rows' scores spread up to 2.75x wider than N(0,1) ones, so the
+  // softmax is peaked and sensitive); the measured worst case and rms are printed (2.2e-2 and
+  // 1.3e-3 when written). On AVX-512 the products must
+  // also differ from f32 products (the option took effect); elsewhere they must not.
+  const bool avx512 = active_isa() == Isa::Avx512;
+  double worst = 0, sq = 0;
+  size_t count = 0;
+  for (const DecodeShape& s : kDecodeShapes) {
+    const float scale = 1.f / std::sqrt(float(s.dk));
+    for (int n_ctx : {1, 3, 38, 256, 257, 777}) {
+      DecodeCase c(s, n_ctx, 64, unsigned(n_ctx * 31 + s.nq * 7 + s.dk), KvDtype::BF16);
+      std::vector<float> f32(size_t(s.nq) * size_t(s.dv)), dot(f32.size()), ref(f32.size());
+      std::vector<float> scratch(attention_scratch_floats(s.nq, s.dv, n_ctx));
+      attention_decode(c.q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, f32.data(), scratch.data());
+      c.kv.bf16_products = true;
+      attention_decode(c.q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, dot.data(), scratch.data());
+      attention_reference(c.q.data(), s.nq, s.dk, s.dv, scale, c.kv, n_ctx, ref.data());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const double e = std::fabs(double(dot[i]) - ref[i]) / (1.0 + std::fabs(ref[i]));
+        worst = std::max(worst, e);
+        sq += e * e;
+        ++count;
+        ASSERT_LT(e, 4e-2) << s.what << ": n_ctx=" << n_ctx << " value " << i;
+      }
+      const bool same = std::memcmp(f32.data(), dot.data(), f32.size() * sizeof(float)) == 0;
+      if (avx512 && n_ctx > 1) {
+        EXPECT_FALSE(same) << s.what << ": n_ctx=" << n_ctx;
+      } else if (!avx512) {
+        EXPECT_TRUE(same) << s.what;
+      }
+    }
+  }
+  std::printf("bf16 products: |out - reference| / (1 + |reference|): worst %.2e, rms %.2e\n", worst,
+              std::sqrt(sq / double(std::max<size_t>(count, 1))));
+  EXPECT_LT(std::sqrt(sq / double(std::max<size_t>(count, 1))), 5e-3);
+}
+
 TEST(Attention, DecodeRowsAreBitIdenticalToDecodingEachRow) {
   // A speculative chunk's rows scored together must give every row exactly what decoding it alone
   // gives (greedy speculation is held bit-identical to plain decoding). Chunks inside one
@@ -231,12 +273,16 @@ TEST(Attention, DecodeRowsAreBitIdenticalToDecodingEachRow) {
   // scratch for all rows, and for two at a time (rows split into groups).
   struct Chunk { int n_ctx0, T; };
   const Chunk chunks[] = {{1, 1}, {1, 8}, {5, 4}, {250, 8}, {256, 3}, {600, 5}};
+  // bf16 caches also with bf16 products (PagedKv::bf16_products).
   for (KvDtype dt : {KvDtype::F32, KvDtype::BF16, KvDtype::Fp8E4M3})
+  for (bool dot : {false, true})
   for (const DecodeShape& s : {kDecodeShapes[0], kDecodeShapes[6], kDecodeShapes[7], kDecodeShapes[8], kDecodeShapes[9], kDecodeShapes[11]})
   for (const Chunk& ch : chunks)
   for (bool tight : {false, true}) {
+    if (dot && dt != KvDtype::BF16) continue;
     const int n_last = ch.n_ctx0 + ch.T - 1;
     DecodeCase c(s, n_last, 64, unsigned(ch.n_ctx0 * 13 + ch.T + s.dk), dt);
+    c.kv.bf16_products = dot;
     const size_t q_stride = size_t(s.nq) * size_t(s.dk) + 5, o_stride = size_t(s.nq) * size_t(s.dv) + 3;
     std::vector<float> q(size_t(ch.T) * q_stride);
     std::mt19937 rng(unsigned(ch.T * 7 + s.nq));
@@ -254,7 +300,7 @@ TEST(Attention, DecodeRowsAreBitIdenticalToDecodingEachRow) {
     for (int j = 0; j < ch.T; ++j)
       ASSERT_EQ(0, std::memcmp(rows.data() + size_t(j) * o_stride, alone.data() + size_t(j) * o_stride,
                                size_t(s.nq) * size_t(s.dv) * sizeof(float)))
-          << kv_dtype_name(dt) << " " << s.what << ": row " << j << " of " << ch.T << " from context " << ch.n_ctx0
+          << kv_dtype_name(dt) << (dot ? " (bf16 products) " : " ") << s.what << ": row " << j << " of " << ch.T << " from context " << ch.n_ctx0
           << (tight ? ", two rows at a time" : "");
   }
 }
@@ -264,9 +310,12 @@ TEST(Attention, FetchingTheNextItemChangesNoResult) {
   // request for memory only. Results with and without a next item, shorter or longer than this
   // one (its share per key scored then above or below one row), must be the same bits.
   for (KvDtype dt : {KvDtype::F32, KvDtype::BF16, KvDtype::Fp8E4M3})
+  for (bool dot : {false, true})
   for (const DecodeShape& s : {kDecodeShapes[0], kDecodeShapes[6], kDecodeShapes[8]})
   for (auto [n_ctx, next_ctx] : {std::pair{1, 300}, {100, 600}, {600, 7}, {257, 256}}) {
+    if (dot && dt != KvDtype::BF16) continue;
     DecodeCase c(s, n_ctx + 4, 64, unsigned(n_ctx + s.dk), dt), next(s, next_ctx, 64, unsigned(next_ctx), dt);
+    c.kv.bf16_products = next.kv.bf16_products = dot;
     const size_t q_stride = size_t(s.nq) * size_t(s.dk), o_stride = size_t(s.nq) * size_t(s.dv);
     std::vector<float> q(5 * q_stride);
     std::mt19937 rng{unsigned(n_ctx)};
