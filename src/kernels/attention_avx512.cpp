@@ -204,14 +204,23 @@ template <KvDtype T, int Mode, int K>
 inline void prefetch_row(const std::byte* row, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(row + i), _MM_HINT_T0);
 }
+// Rows requested from memory well ahead of their use go to L2, not L1: a request into L1 holds
+// one of the core's few L1 miss buffers (a couple of dozen on Zen 4) for a whole memory latency,
+// which caps one core at about 10 GB/s of such reads; L2 tracks several times as many. With
+// every prefetch of the scores pass into L1, decode attention read its cache at 15-20 GB/s once
+// the cache outgrew the L3 (BM_DecodeAttentionServed/64: 2.5 ms; into L2: 2.1-2.3 ms, and the
+// served concurrency-16 step of bench-100m-dense spent 5.7-6.4 ms in attention instead of 8-9).
+inline void prefetch_row_l2(const std::byte* row, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(row + i), _MM_HINT_T1);
+}
 
 // Rows this far ahead are requested explicitly: a GQA head's rows sit a whole token row apart
 // (2 KiB for 4 heads of 64 at f32), two per page, which the hardware prefetcher does not follow.
 constexpr int kPrefetchRows = 16;
 
-// The rows of a KvAhead, a share per key scored. Requested like the partition's own rows (into
-// L1, from where they settle in L2 before the next partition reads them): a request for L2 only
-// ran 5% slower, for the L3 twice as slow (BM_DecodeAttentionServed at 256 sequences).
+// The rows of a KvAhead, a share per key scored, requested into L2 like the partition's own
+// rows (prefetch_row_l2 says why; into the L3 only ran twice as slow, BM_DecodeAttentionServed
+// at 256 sequences).
 class AheadFetch {
  public:
   AheadFetch(const KvAhead& a, int dk, int n) : a_(a), n_(std::max(n, 1)) {
@@ -224,8 +233,8 @@ class AheadFetch {
   void upto(int t) {
     const int until = int(int64_t(a_.n) * std::min(t, n_) / n_);
     for (; done_ < until; ++done_) {
-      prefetch_row(a_.kv->k + off_[done_], key_bytes_);
-      if (a_.kv->v != a_.kv->k) prefetch_row(a_.kv->v + off_[done_], key_bytes_);  // GQA: dv == dk
+      prefetch_row_l2(a_.kv->k + off_[done_], key_bytes_);
+      if (a_.kv->v != a_.kv->k) prefetch_row_l2(a_.kv->v + off_[done_], key_bytes_);  // GQA: dv == dk
     }
   }
 
@@ -246,8 +255,8 @@ void scores_pass(const float* q, size_t qs, int nq, int dk, float scale, const P
   // interleaved at the token stride, which the hardware prefetcher on its own kept at a third of
   // the read bandwidth once the cache is larger than the L3 (BM_DecodeAttentionServed).
   auto prefetch_key_value = [&](int t) {
-    prefetch_row(kv.k + off[t], row_bytes);
-    if (kv.v != kv.k) prefetch_row(kv.v + off[t], row_bytes);
+    prefetch_row_l2(kv.k + off[t], row_bytes);
+    if (kv.v != kv.k) prefetch_row_l2(kv.v + off[t], row_bytes);
   };
   const std::byte* rows[4];
   float kf[4];
