@@ -281,38 +281,31 @@ void scores_pass(const float* q, size_t qs, int nq, int dk, float scale, const P
   fetch.upto(n);
 }
 
+// Heads in chunks whose re-laid queries (`stride` floats each, written by `layout`) fit the
+// buffer. Whether a head's scores take a given path depends on dk alone, never on nq: the same
+// query must score the same whether its heads come split into groups (decode) or many rows'
+// heads together (verify rows).
+template <KvDtype T, int Mode, class Layout>
+void scores_chunked(Layout layout, int stride, const float* q, int nq, int dk, float scale, const PagedKv& kv,
+                    const size_t* off, int n, float* scores, const KvAhead& ahead) {
+  alignas(64) float buf[kPairQueryFloats];
+  const int chunk = kPairQueryFloats / stride;
+  for (int h0 = 0; h0 < nq; h0 += chunk) {
+    const int hn = std::min(chunk, nq - h0);
+    layout(q + size_t(h0) * size_t(dk), hn, dk, buf);
+    scores_pass<T, Mode>(buf, size_t(stride), hn, dk, scale, kv, off, n, scores + size_t(h0) * kAttnPartition,
+                         h0 == 0 ? ahead : KvAhead{});
+  }
+}
+
 template <KvDtype T>
 void scores_impl(const float* q, int nq, int dk, float scale, const PagedKv& kv, const size_t* off, int n, float* scores,
                  const KvAhead& ahead) {
   if constexpr (T == KvDtype::BF16) {
-    if (kv.bf16_products && dot_query_stride(dk) <= kPairQueryFloats) {
-      // As below, in chunks of heads whose rounded queries fit the buffer.
-      const int stride = dot_query_stride(dk);
-      alignas(64) float dq[kPairQueryFloats];
-      const int chunk = kPairQueryFloats / stride;
-      for (int h0 = 0; h0 < nq; h0 += chunk) {
-        const int hn = std::min(chunk, nq - h0);
-        dot_query(q + size_t(h0) * size_t(dk), hn, dk, dq);
-        scores_pass<T, kDot>(dq, size_t(stride), hn, dk, scale, kv, off, n, scores + size_t(h0) * kAttnPartition,
-                             h0 == 0 ? ahead : KvAhead{});
-      }
-      return;
-    }
-    const int stride = pair_query_stride(dk);
-    if (stride <= kPairQueryFloats) {
-      // Heads in chunks whose paired queries fit the buffer. Whether a head's scores take the
-      // pairs path depends on dk alone, never on nq: the same query must score the same whether
-      // its heads come split into groups (decode) or many rows' heads together (verify rows).
-      alignas(64) float pq[kPairQueryFloats];
-      const int chunk = kPairQueryFloats / stride;
-      for (int h0 = 0; h0 < nq; h0 += chunk) {
-        const int hn = std::min(chunk, nq - h0);
-        pair_query(q + size_t(h0) * size_t(dk), hn, dk, pq);
-        scores_pass<T, kPairs>(pq, size_t(stride), hn, dk, scale, kv, off, n, scores + size_t(h0) * kAttnPartition,
-                             h0 == 0 ? ahead : KvAhead{});
-      }
-      return;
-    }
+    if (kv.bf16_products && dot_query_stride(dk) <= kPairQueryFloats)
+      return scores_chunked<T, kDot>(dot_query, dot_query_stride(dk), q, nq, dk, scale, kv, off, n, scores, ahead);
+    if (pair_query_stride(dk) <= kPairQueryFloats)
+      return scores_chunked<T, kPairs>(pair_query, pair_query_stride(dk), q, nq, dk, scale, kv, off, n, scores, ahead);
   }
   scores_pass<T, kPlain>(q, size_t(dk), nq, dk, scale, kv, off, n, scores, ahead);
 }
