@@ -346,15 +346,20 @@ template <KvDtype T, bool Pairs, int H>
   }
 }
 
-// The pairs layout of pv_rows back to column order, 32 columns at a time (dv a multiple of 32).
-inline void unpair_output(float* o, int nq, int dv) {
-  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+// An output held 32 columns at a time as two vectors (a, b) back to column order: columns
+// 0..15 are lanes `first` and 16..31 lanes `second` of the pair (index 16 + i is b's lane i).
+inline void permute_output(float* o, int nq, int dv, __m512i first, __m512i second) {
   for (size_t c = 0; c < size_t(nq) * size_t(dv); c += kPairChunk) {
-    const __m512 even = _mm512_loadu_ps(o + c), oddv = _mm512_loadu_ps(o + c + 16);
-    _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(even, lo, oddv));
-    _mm512_storeu_ps(o + c + 16, _mm512_permutex2var_ps(even, hi, oddv));
+    const __m512 a = _mm512_loadu_ps(o + c), b = _mm512_loadu_ps(o + c + 16);
+    _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(a, first, b));
+    _mm512_storeu_ps(o + c + 16, _mm512_permutex2var_ps(a, second, b));
   }
+}
+
+// The pairs layout of pv_rows (16 even columns, then 16 odd) back to column order.
+inline void unpair_output(float* o, int nq, int dv) {
+  permute_output(o, nq, dv, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+                 _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31));
 }
 
 // bf16 products: vdpbf16ps pairs two value rows (i, i+1): interleaving their 16-bit values
@@ -389,15 +394,10 @@ template <int H>
   }
 }
 
-// pv_rows_dot's order back to column order, 32 columns at a time.
+// pv_rows_dot's order (the lo sums, then the hi sums) back to column order.
 inline void undot_output(float* o, int nq, int dv) {
-  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-  for (size_t c = 0; c < size_t(nq) * size_t(dv); c += kPairChunk) {
-    const __m512 lo = _mm512_loadu_ps(o + c), hi = _mm512_loadu_ps(o + c + 16);
-    _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(lo, first, hi));
-    _mm512_storeu_ps(o + c + 16, _mm512_permutex2var_ps(lo, second, hi));
-  }
+  permute_output(o, nq, dv, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23),
+                 _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31));
 }
 
 // The value pass with bf16 products: per block of kRowBlock rows, every head's probabilities
