@@ -460,12 +460,14 @@ void HybridModel::commit_speculative(int slot, int keep) {
     // Every thread copies a share: the lane was written a whole verify step ago, the step's
     // weight reads have pushed it out to memory, and one core reads memory at about half the
     // machine's bandwidth (2 MB per sequence on bench-100m: the round's commit phase).
-    constexpr size_t kChunk = size_t(64) << 10;  // floats
+    // 16 KiB pieces, shared out whenever there are two: small enough that the test models'
+    // commits (tiny-hybrid: 8k floats) take this path too.
+    constexpr size_t kChunk = size_t(4) << 10;  // floats
     const size_t n = state_floats_per_slot_;
     parallel_items(pool_.get(), int((n + kChunk - 1) / kChunk), [&](int i, int) {
       const size_t b = size_t(i) * kChunk, e = std::min(n, b + kChunk);
       std::memcpy(st + b, lane + b, (e - b) * 4);
-    }, double(kChunk));
+    }, kParallelMinWork);
     return;
   }
   const float* entries = rollback_.data() + size_t(slot) * positions * replay_floats_per_token_;
