@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/attention.h"
 #include "kernels/attention_isa.h"
@@ -346,6 +347,22 @@ template <KvDtype T, bool Pairs, int H>
   }
 }
 
+// Heads [0, nq) in tiles of up to 6, the value loops' unit (a tile's heads share each value
+// vector load): tile(h, std::integral_constant<int, H>) for each tile of H heads from head h.
+template <class Tile>
+[[gnu::always_inline]] inline void for_head_tiles(int nq, Tile&& tile) {
+  for (int h = 0; h < nq;) {
+    switch (std::min(6, nq - h)) {
+      case 6: tile(h, std::integral_constant<int, 6>{}); h += 6; break;
+      case 5: tile(h, std::integral_constant<int, 5>{}); h += 5; break;
+      case 4: tile(h, std::integral_constant<int, 4>{}); h += 4; break;
+      case 3: tile(h, std::integral_constant<int, 3>{}); h += 3; break;
+      case 2: tile(h, std::integral_constant<int, 2>{}); h += 2; break;
+      default: tile(h, std::integral_constant<int, 1>{}); h += 1; break;
+    }
+  }
+}
+
 // An output held 32 columns at a time as two vectors (a, b) back to column order: columns
 // 0..15 are lanes `first` and 16..31 lanes `second` of the pair (index 16 + i is b's lane i).
 inline void permute_output(float* o, int nq, int dv, __m512i first, __m512i second) {
@@ -419,18 +436,9 @@ inline void pv_pass_dot(const float* probs, int nq, int dv, const PagedKv& kv, c
         const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(nr), ph), hi = _mm512_maskz_loadu_ps(tail_mask(nr - 16), ph + 16);
         _mm512_store_si512(pp + size_t(h) * (kRowBlock / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
       }
-      for (int h = 0; h < hn;) {
-        const uint32_t* ph = pp + size_t(h) * (kRowBlock / 2);
-        float* oh = o_part + size_t(h0 + h) * size_t(dv);
-        switch (std::min(6, hn - h)) {
-          case 6: pv_rows_dot<6>(ph, rows, nr, dv, oh); h += 6; break;
-          case 5: pv_rows_dot<5>(ph, rows, nr, dv, oh); h += 5; break;
-          case 4: pv_rows_dot<4>(ph, rows, nr, dv, oh); h += 4; break;
-          case 3: pv_rows_dot<3>(ph, rows, nr, dv, oh); h += 3; break;
-          case 2: pv_rows_dot<2>(ph, rows, nr, dv, oh); h += 2; break;
-          default: pv_rows_dot<1>(ph, rows, nr, dv, oh); h += 1; break;
-        }
-      }
+      for_head_tiles(hn, [&](int h, auto tile) {
+        pv_rows_dot<decltype(tile)::value>(pp + size_t(h) * (kRowBlock / 2), rows, nr, dv, o_part + size_t(h0 + h) * size_t(dv));
+      });
     }
   }
   undot_output(o_part, nq, dv);
@@ -453,18 +461,9 @@ void pv_pass(const float* probs, int nq, int dv, const PagedKv& kv, const size_t
     }
     for (int i = 0; i < nr && r0 + kRowBlock + i < n; ++i) prefetch_row(kv.v + off[r0 + kRowBlock + i], row_bytes);
     const float* p = probs + size_t(r0);
-    for (int h = 0; h < nq;) {
-      const float* ph = p + size_t(h) * kAttnPartition;
-      float* oh = o_part + size_t(h) * size_t(dv);
-      switch (std::min(6, nq - h)) {
-        case 6: pv_rows<T, Pairs, 6>(ph, rows, vf, nr, dv, oh); h += 6; break;
-        case 5: pv_rows<T, Pairs, 5>(ph, rows, vf, nr, dv, oh); h += 5; break;
-        case 4: pv_rows<T, Pairs, 4>(ph, rows, vf, nr, dv, oh); h += 4; break;
-        case 3: pv_rows<T, Pairs, 3>(ph, rows, vf, nr, dv, oh); h += 3; break;
-        case 2: pv_rows<T, Pairs, 2>(ph, rows, vf, nr, dv, oh); h += 2; break;
-        default: pv_rows<T, Pairs, 1>(ph, rows, vf, nr, dv, oh); h += 1; break;
-      }
-    }
+    for_head_tiles(nq, [&](int h, auto tile) {
+      pv_rows<T, Pairs, decltype(tile)::value>(p + size_t(h) * kAttnPartition, rows, vf, nr, dv, o_part + size_t(h) * size_t(dv));
+    });
   }
   if constexpr (Pairs) unpair_output(o_part, nq, dv);
 }
