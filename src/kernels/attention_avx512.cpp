@@ -385,29 +385,39 @@ inline void unpair_output(float* o, int nq, int dv) {
 // of probabilities (p_i, p_i+1) broadcast. The output is held in that order (per 32 columns, the
 // lo sums then the hi sums; undot_output restores it). pp: head h's block of probability pairs
 // at pp + h * kRowBlock / 2. An odd last row pairs with zeros.
+template <int H, int C>
+[[gnu::always_inline]] inline void pv_cols_dot(const uint32_t* pp, const std::byte* const* rows, int nr, int d0, int dv, float* o) {
+  // C (1 or 2) chunks of 32 columns from d0 as a compile-time count: with a run-time count GCC
+  // kept the 4H accumulators on the stack, and the value pass took 42% of decode attention's time
+  // (BM_DecodeAttentionServed/64/640/2/1/1: 1.6-2.2 ms, in registers 1.2-1.5).
+  __m512 a[H][2 * C];
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < 2 * C; ++j) a[h][j] = _mm512_loadu_ps(o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j));
+  for (int i = 0; i < nr; i += 2) {
+    __m512i v[2 * C];
+    for (int c = 0; c < C; ++c) {
+      const __m512i r0 = _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(rows[i]) + d0 + kPairChunk * c);
+      const __m512i r1 = i + 1 < nr ? _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(rows[i + 1]) + d0 + kPairChunk * c)
+                                    : _mm512_setzero_si512();
+      v[2 * c] = _mm512_unpacklo_epi16(r0, r1);
+      v[2 * c + 1] = _mm512_unpackhi_epi16(r0, r1);
+    }
+    for (int h = 0; h < H; ++h) {
+      const __m512i p = _mm512_set1_epi32(int(pp[size_t(h) * (kRowBlock / 2) + size_t(i / 2)]));
+      for (int j = 0; j < 2 * C; ++j) a[h][j] = _mm512_dpbf16_ps(a[h][j], (__m512bh)v[j], (__m512bh)p);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < 2 * C; ++j) _mm512_storeu_ps(o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j), a[h][j]);
+}
+
 template <int H>
 [[gnu::always_inline]] inline void pv_rows_dot(const uint32_t* pp, const std::byte* const* rows, int nr, int dv, float* o) {
   for (int d0 = 0; d0 < dv; d0 += 64) {
-    const int chunks = std::min(2, (dv - d0) / kPairChunk);
-    __m512 a[H][4];
-    for (int h = 0; h < H; ++h)
-      for (int j = 0; j < 2 * chunks; ++j) a[h][j] = _mm512_loadu_ps(o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j));
-    for (int i = 0; i < nr; i += 2) {
-      __m512i v[4];
-      for (int c = 0; c < chunks; ++c) {
-        const __m512i r0 = _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(rows[i]) + d0 + kPairChunk * c);
-        const __m512i r1 = i + 1 < nr ? _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(rows[i + 1]) + d0 + kPairChunk * c)
-                                      : _mm512_setzero_si512();
-        v[2 * c] = _mm512_unpacklo_epi16(r0, r1);
-        v[2 * c + 1] = _mm512_unpackhi_epi16(r0, r1);
-      }
-      for (int h = 0; h < H; ++h) {
-        const __m512i p = _mm512_set1_epi32(int(pp[size_t(h) * (kRowBlock / 2) + size_t(i / 2)]));
-        for (int j = 0; j < 2 * chunks; ++j) a[h][j] = _mm512_dpbf16_ps(a[h][j], (__m512bh)v[j], (__m512bh)p);
-      }
-    }
-    for (int h = 0; h < H; ++h)
-      for (int j = 0; j < 2 * chunks; ++j) _mm512_storeu_ps(o + size_t(h) * size_t(dv) + size_t(d0 + 16 * j), a[h][j]);
+    if (dv - d0 >= 64)
+      pv_cols_dot<H, 2>(pp, rows, nr, d0, dv, o);
+    else
+      pv_cols_dot<H, 1>(pp, rows, nr, d0, dv, o);
   }
 }
 
