@@ -4,13 +4,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/cpu_features.h"
 #include "kernels/elementwise.h"
 #include "kernels/fast_math.h"
 #include "kernels/simd.h"
 
 namespace ds {
 
-DS_MULTIVERSION void kda_recurrent(float* S, int dk, int dv, int T, const KdaHeadIo& io) {
+DS_MULTIVERSION void kda_recurrent_plain(float* S, int dk, int dv, int T, const KdaHeadIo& io) {
   float u[512];  // dv <= 512 is checked at config load
   for (int t = 0; t < T; ++t) {
     const float* q = io.q + size_t(t) * io.stride_qk;
@@ -42,6 +43,12 @@ DS_MULTIVERSION void kda_recurrent(float* S, int dk, int dv, int T, const KdaHea
       }
     }
   }
+}
+
+void kda_recurrent(float* S, int dk, int dv, int T, const KdaHeadIo& io) {
+  static const bool avx512 = active_isa() == Isa::Avx512;
+  if (avx512 && detail::kda_recurrent_avx512(S, dk, dv, T, io)) return;
+  kda_recurrent_plain(S, dk, dv, T, io);
 }
 
 size_t kda_chunk_scratch_floats(int dk, int dv) {

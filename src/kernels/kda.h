@@ -31,8 +31,17 @@ struct KdaHeadIo {
 
 constexpr int kKdaChunk = 64;
 
-// Token by token: S = diag(exp g) S; S += beta k (v - S^T k)^T; o = S^T q.
+// Token by token: S = diag(exp g) S; S += beta k (v - S^T k)^T; o = S^T q. With AVX-512 and
+// dv a multiple of 16 (up to 256) an explicit kernel (kda_avx512.cpp), else the plain form.
+// Every path of a sequence (decode, verify, replay, short prefill pieces) runs this one
+// function, so they agree bit for bit on a machine.
 void kda_recurrent(float* S, int dk, int dv, int T, const KdaHeadIo& io);
+// The plain form: the reference the AVX-512 kernel is tested against.
+void kda_recurrent_plain(float* S, int dk, int dv, int T, const KdaHeadIo& io);
+namespace detail {
+// False (nothing done) for a shape it does not take.
+bool kda_recurrent_avx512(float* S, int dk, int dv, int T, const KdaHeadIo& io);
+}  // namespace detail
 
 // The chunked form over chunks of kKdaChunk tokens; same result within float tolerance.
 // scratch: kda_chunk_scratch_floats(dk, dv) floats.

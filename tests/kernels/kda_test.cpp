@@ -64,6 +64,37 @@ TEST(Kda, ChunkedMatchesRecurrence) {
     }
 }
 
+// The dispatched recurrence (the AVX-512 kernel where the CPU and dv allow it, else the plain
+// form itself) against the plain form: per element the same operations in the same order, the
+// decay's exp aside, so outputs and states agree to a few ulp of float. T tokens in one call
+// must also equal T one-token calls bit for bit: decode, verify and replay step one token at a
+// time while a short prefill piece runs several in one call.
+TEST(Kda, RecurrenceMatchesPlainFormAndSteps) {
+  for (int dv : {16, 48, 64, 128, 256, 40})
+    for (int dk : {64, 32, 7}) {
+      const int T = 9;
+      Inputs in = make_inputs(T, dk, dv, 1.f, unsigned(dv * 131 + dk));
+      std::vector<float> S0(size_t(dk) * dv);
+      std::mt19937 rng(2);
+      std::normal_distribution<float> nd(0.f, 0.3f);
+      for (auto& x : S0) x = nd(rng);
+      std::vector<float> S_fast = S0, S_plain = S0, S_step = S0;
+      std::vector<float> o_fast(size_t(T) * dv), o_plain(o_fast.size()), o_step(o_fast.size());
+      kda_recurrent(S_fast.data(), dk, dv, T, io_of(in, o_fast.data()));
+      kda_recurrent_plain(S_plain.data(), dk, dv, T, io_of(in, o_plain.data()));
+      const KdaHeadIo io = io_of(in, o_step.data());
+      for (int t = 0; t < T; ++t) kda_recurrent(S_step.data(), dk, dv, 1, io.advanced(t));
+      for (size_t i = 0; i < o_fast.size(); ++i) {
+        ASSERT_NEAR(o_fast[i], o_plain[i], 1e-5f + 1e-5f * std::fabs(o_plain[i])) << "dv=" << dv << " dk=" << dk << " i=" << i;
+        ASSERT_EQ(o_step[i], o_fast[i]) << "dv=" << dv << " dk=" << dk << " i=" << i;
+      }
+      for (size_t i = 0; i < S_fast.size(); ++i) {
+        ASSERT_NEAR(S_fast[i], S_plain[i], 1e-5f + 1e-5f * std::fabs(S_plain[i])) << "dv=" << dv << " dk=" << dk << " state " << i;
+        ASSERT_EQ(S_step[i], S_fast[i]) << "dv=" << dv << " dk=" << dk << " state " << i;
+      }
+    }
+}
+
 TEST(Kda, ConvMatchesNaiveAcrossSplits) {
   const int C = 70, K = 4, T = 9;
   std::mt19937 rng(3);
