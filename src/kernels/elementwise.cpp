@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/fast_math.h"
 #include "kernels/simd.h"
 
 namespace ds {
@@ -21,11 +22,15 @@ DS_MULTIVERSION void l2norm_scale(float* x, int dim, float eps, float scale) {
 }
 
 DS_MULTIVERSION void silu_mul(const float* gate, const float* up, float* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+  for (int i = 0; i < n; ++i) out[i] = silu_fast(gate[i]) * up[i];
 }
 
 DS_MULTIVERSION void silu_inplace(float* x, int n) {
-  for (int i = 0; i < n; ++i) x[i] = x[i] / (1.f + std::exp(-x[i]));
+  for (int i = 0; i < n; ++i) x[i] = silu_fast(x[i]);
+}
+
+DS_MULTIVERSION void mul_sigmoid(float* x, const float* g, int n) {
+  for (int i = 0; i < n; ++i) x[i] *= sigmoid_fast(g[i]);
 }
 
 DS_MULTIVERSION void axpy(float a, const float* x, float* y, int n) {

@@ -15,6 +15,8 @@ void l2norm_scale(float* x, int dim, float eps, float scale);
 void silu_mul(const float* gate, const float* up, float* out, int n);
 // x[i] = silu(x[i])
 void silu_inplace(float* x, int n);
+// x[i] *= sigmoid(g[i])
+void mul_sigmoid(float* x, const float* g, int n);
 // y[i] += a * x[i]
 void axpy(float a, const float* x, float* y, int n);
 // Copies an embedding row of any dtype into f32.

@@ -183,16 +183,21 @@ DS_MULTIVERSION void causal_conv_silu(float* x, size_t ldx, int T, int C, const 
     for (int h = 0; h < H; ++h)
       for (int j = 0; j < n; ++j) win[h][j] = state[size_t(h) * size_t(C) + size_t(cb + j)];
     for (int t = 0; t < T; ++t) {
+      // Loops over the block's channels, each its own vector loop; a channel's sum still runs
+      // newest input first, then the window oldest first.
       float* row = x + size_t(t) * ldx + size_t(cb);
       const float* wl = w + size_t(H) * size_t(C) + size_t(cb);
-      for (int j = 0; j < n; ++j) {
-        const float in = row[j];
-        float acc = wl[j] * in;
-        for (int h = 0; h < H; ++h) acc += w[size_t(h) * size_t(C) + size_t(cb + j)] * win[h][j];
-        for (int h = 0; h + 1 < H; ++h) win[h][j] = win[h + 1][j];
-        if (H > 0) win[H - 1][j] = in;
-        row[j] = acc / (1.f + std::exp(-acc));
+      float acc[kBlock];
+      for (int j = 0; j < n; ++j) acc[j] = wl[j] * row[j];
+      for (int h = 0; h < H; ++h) {
+        const float* wh = w + size_t(h) * size_t(C) + size_t(cb);
+        for (int j = 0; j < n; ++j) acc[j] += wh[j] * win[h][j];
       }
+      for (int h = 0; h + 1 < H; ++h)
+        for (int j = 0; j < n; ++j) win[h][j] = win[h + 1][j];
+      if (H > 0)
+        for (int j = 0; j < n; ++j) win[H - 1][j] = row[j];
+      for (int j = 0; j < n; ++j) row[j] = silu_fast(acc[j]);
     }
     for (int h = 0; h < H; ++h)
       for (int j = 0; j < n; ++j) state[size_t(h) * size_t(C) + size_t(cb + j)] = win[h][j];
@@ -201,9 +206,7 @@ DS_MULTIVERSION void causal_conv_silu(float* x, size_t ldx, int T, int C, const 
 
 DS_MULTIVERSION void kda_gate(float* g, const float* dt_bias, float a, int n) {
   for (int i = 0; i < n; ++i) {
-    const float z = g[i] + dt_bias[i];
-    const float sp = z > 20.f ? z : std::log1p(std::exp(z));
-    g[i] = a * sp;
+    g[i] = a * softplus_fast(g[i] + dt_bias[i]);
   }
 }
 

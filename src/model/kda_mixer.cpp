@@ -198,7 +198,7 @@ void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* 
       float* o = O + size_t(t) * size_t(HD) + size_t(hh * D_);
       const float* gt = Gate + size_t(t) * size_t(HD) + size_t(hh * D_);
       rmsnorm(o, o_norm_.data(), eps_, o, D_);
-      for (int d = 0; d < D_; ++d) o[d] *= sigmoidf(gt[d]);
+      mul_sigmoid(o, gt, D_);
     }
   });
   matmul(O, size_t(HD), o_proj_, x, size_t(hidden_), N, ctx.pool, /*accumulate=*/true);
