@@ -36,9 +36,10 @@ size_t MoeFfn::temp_floats(int n) const {
   const size_t I = size_t(m_.intermediate_size);
   const size_t k = size_t(m_.experts_per_token);
   const size_t shared = shared_.empty() ? 0 : shared_[0].temp_floats(n);
-  // logits + routing + per-expert gathered rows, gate/up, activations, outputs (at most all rows)
-  return size_t(n) * (size_t(m_.num_experts) + 2 * k) + size_t(n) * (size_t(hidden_) * 2 + 3 * I) + shared +
-         size_t(n) * k * 2 + 16 * 64;
+  // logits + routing, then per (token, expert) pair its gathered row, gate/up, activation and
+  // output (every expert's rows held at once), row ids and weights, expert offsets and order.
+  return size_t(n) * (size_t(m_.num_experts) + 2 * k) + size_t(n) * k * (size_t(hidden_) * 2 + 3 * I) + shared +
+         size_t(n) * k * 2 + 2 * size_t(m_.num_experts) + 16 * 64;
 }
 
 size_t MoeFfn::weight_bytes() const {
@@ -112,16 +113,21 @@ void MoeFfn::forward(const StepContext& ctx, const float* h, float* x) const {
   matmul(h, size_t(hidden_), router_, logits, size_t(E), N, ctx.pool);
   for (int t = 0; t < N; ++t)
     route(logits + size_t(t) * size_t(E), ids + size_t(t) * size_t(k), wts + size_t(t) * size_t(k));
-  // Group (token, weight) pairs by expert; each expert runs once over its rows.
-  int32_t* rows = arena.alloc<int32_t>(size_t(N) * size_t(k));
-  float* row_w = arena.alloc<float>(size_t(N) * size_t(k));
-  float* Xe = arena.alloc<float>(size_t(N) * size_t(hidden_));
-  float* GU = arena.alloc<float>(size_t(N) * size_t(2 * I));
-  float* A = arena.alloc<float>(size_t(N) * size_t(I));
-  float* Ye = arena.alloc<float>(size_t(N) * size_t(hidden_));
+  // Group (token, weight) pairs by expert, in token order within each; each expert runs once
+  // over its rows. Every pair's buffers are its own, so experts may run side by side.
+  const int L = end_expert_ - first_expert_;
+  const size_t P = size_t(N) * size_t(k);
+  int32_t* rows = arena.alloc<int32_t>(P);
+  float* row_w = arena.alloc<float>(P);
+  int32_t* first = arena.alloc<int32_t>(size_t(L) + 1);  // expert e's pairs: [first[e], first[e + 1])
+  int32_t* order = arena.alloc<int32_t>(size_t(L));
+  float* Xe = arena.alloc<float>(P * size_t(hidden_));
+  float* GU = arena.alloc<float>(P * size_t(2 * I));
+  float* A = arena.alloc<float>(P * size_t(I));
+  float* Ye = arena.alloc<float>(P * size_t(hidden_));
+  int n = 0;
   for (int e = first_expert_; e < end_expert_; ++e) {
-    const size_t local = size_t(e - first_expert_);
-    int n = 0;
+    first[e - first_expert_] = n;
     for (int t = 0; t < N; ++t)
       for (int j = 0; j < k; ++j)
         if (ids[size_t(t) * size_t(k) + size_t(j)] == e) {
@@ -129,15 +135,44 @@ void MoeFfn::forward(const StepContext& ctx, const float* h, float* x) const {
           row_w[n] = wts[size_t(t) * size_t(k) + size_t(j)];
           ++n;
         }
-    if (n == 0) continue;
-    for (int r = 0; r < n; ++r)
-      std::memcpy(Xe + size_t(r) * size_t(hidden_), h + size_t(rows[r]) * size_t(hidden_), size_t(hidden_) * sizeof(float));
-    matmul(Xe, size_t(hidden_), w13_[local], GU, size_t(2 * I), n, ctx.pool);
-    for (int r = 0; r < n; ++r)
-      silu_mul(GU + size_t(r) * size_t(2 * I), GU + size_t(r) * size_t(2 * I) + I, A + size_t(r) * size_t(I), I);
-    matmul(A, size_t(I), w2_[local], Ye, size_t(hidden_), n, ctx.pool);
-    for (int r = 0; r < n; ++r) axpy(row_w[r], Ye + size_t(r) * size_t(hidden_), x + size_t(rows[r]) * size_t(hidden_), hidden_);
   }
+  first[L] = n;
+  auto run_expert = [&](int local, ThreadPool* pool) {
+    const int r0 = first[local], m = first[local + 1] - r0;
+    float* xe = Xe + size_t(r0) * size_t(hidden_);
+    float* gu = GU + size_t(r0) * size_t(2 * I);
+    float* a = A + size_t(r0) * size_t(I);
+    for (int r = 0; r < m; ++r)
+      std::memcpy(xe + size_t(r) * size_t(hidden_), h + size_t(rows[r0 + r]) * size_t(hidden_), size_t(hidden_) * sizeof(float));
+    matmul(xe, size_t(hidden_), w13_[size_t(local)], gu, size_t(2 * I), m, pool);
+    for (int r = 0; r < m; ++r)
+      silu_mul(gu + size_t(r) * size_t(2 * I), gu + size_t(r) * size_t(2 * I) + I, a + size_t(r) * size_t(I), I);
+    matmul(a, size_t(I), w2_[size_t(local)], Ye + size_t(r0) * size_t(hidden_), size_t(hidden_), m, pool);
+  };
+  int active = 0;
+  for (int e = 0; e < L; ++e)
+    if (first[e + 1] > first[e]) order[active++] = e;
+  // Decode and verify steps (a few rows per expert): whole experts per thread, the largest
+  // first, each reading its weights on one core while the other core reads another's. Split
+  // expert by expert instead, each expert's 2-3 small matmuls were a fork-join apiece with the
+  // gathers, SiLU and sums serial between them: the pool's worker spun through 15% of a
+  // concurrency-16 step of bench-100m. Prefill-sized groups keep the split: one thread per
+  // expert would leave the largest expert's tail to one core.
+  constexpr size_t kExpertParallelMaxPairs = 128;
+  if (ctx.pool && ctx.pool->size() > 1 && active > 1 && P <= kExpertParallelMaxPairs) {
+    std::sort(order, order + active, [&](int32_t a, int32_t b) {
+      const int na = first[a + 1] - first[a], nb = first[b + 1] - first[b];
+      return na != nb ? na > nb : a < b;
+    });
+    parallel_items(ctx.pool, active, [&](int i, int) { run_expert(order[i], nullptr); }, kParallelMinWork);
+  } else {
+    for (int i = 0; i < active; ++i) run_expert(order[i], ctx.pool);
+  }
+  // Each token's sum in expert order, as when the experts ran one after another: the result
+  // does not depend on which path ran them.
+  for (int e = 0; e < L; ++e)
+    for (int r = first[e]; r < first[e + 1]; ++r)
+      axpy(row_w[r], Ye + size_t(r) * size_t(hidden_), x + size_t(rows[r]) * size_t(hidden_), hidden_);
   for (auto& s : shared_) s.forward(ctx, h, x, N);
 }
 
