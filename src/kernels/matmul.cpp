@@ -81,86 +81,157 @@ void matmul_panels_scalar(const float* x, size_t ldx, const PackedWeight& w, flo
 }
 }  // namespace detail
 
+namespace {
+
+// How a weight's panels meet the activations: f32 products (f32 or bf16 panels), bf16 dot
+// products on rounded activations, or integer dot products on int8 activation blocks.
+enum class PanelPath { Plain, Bf16Dot, Quant };
+PanelPath path_of(const PackedWeight& w) {
+  if (w.quant != QuantFormat::None) return PanelPath::Quant;
+  if (w.dtype == DType::BF16 && w.activations == ActivationDtype::BF16) return PanelPath::Bf16Dot;
+  return PanelPath::Plain;
+}
+
+// Below about a million multiply-adds (~50 us on one core) waking a second thread costs more
+// than it saves, and on a busy machine a descheduled worker can stall the whole step. But a
+// decode row's time is its weight's read, not its arithmetic, and one core streams at about
+// half the socket's rate: from 256 KiB (~13 us for one core) the read is split too. A decode
+// step of bench-100m-dense read its attention projections (under a million multiply-adds
+// each) at 24 GB/s on one thread beside its FFN's 50 on two; with them split, `generate`
+// decoded at a median 323 tok/s against 242 (8 runs each, in turn; 512 KiB: 283).
+bool splits(const ThreadPool* pool, int m, int n, int k, size_t bytes) {
+  constexpr double kParallelMinMacs = 1 << 20;
+  constexpr size_t kParallelMinBytes = size_t(256) << 10;
+  return pool && pool->size() > 1 && (double(m) * double(n) * double(k) >= kParallelMinMacs || bytes >= kParallelMinBytes);
+}
+
+// One call's activations, prepared once for its path (rounded to bf16 pairs, or quantized to
+// int8 blocks, into the calling thread's scratch: it grows to the largest step's rows once, then
+// the step loop allocates nothing), then met by any panel range of any weight on that path.
+// Each row is prepared the same way whatever its batch, so a row's result does not depend on
+// its step.
+class PreparedRows {
+ public:
+  PreparedRows(PanelPath path, const float* x, size_t ldx, int m, int k, ThreadPool* pool) : path_(path), x_(x), ldx_(ldx), m_(m) {
+    static const Isa isa = active_isa();
+    const bool split_rows = pool && pool->size() > 1 && m >= 16;
+    if (path == PanelPath::Quant) {
+      thread_local std::vector<std::byte> scratch;
+      const size_t need = quantized_activation_bytes(m, k);
+      if (scratch.size() < need) scratch.resize(need);
+      xa_ = quantized_activations_view(scratch.data(), m, k);
+      if (split_rows)
+        pool->parallel_for(size_t(m), 8, [&](size_t b, size_t e) { quantize_activation_rows(x, ldx, int(b), int(e), xa_); });
+      else
+        quantize_activation_rows(x, ldx, 0, m, xa_);
+    } else if (path == PanelPath::Bf16Dot) {
+      thread_local std::vector<uint32_t> scratch;
+      ldxb_ = size_t((k + 1) / 2);
+      if (scratch.size() < size_t(m) * ldxb_) scratch.resize(size_t(m) * ldxb_);
+      xb_ = scratch.data();
+      auto* round_rows = isa == Isa::Avx512 ? &detail::round_rows_bf16_avx512 : &detail::round_rows_bf16_scalar;
+      uint32_t* xb = scratch.data();
+      const size_t ldxb = ldxb_;
+      if (split_rows)
+        pool->parallel_for(size_t(m), 8, [&](size_t b, size_t e) { round_rows(x + b * ldx, ldx, int(e - b), k, xb + b * ldxb, ldxb); });
+      else
+        round_rows(x, ldx, m, k, xb, ldxb);
+    }
+  }
+
+  // Output panels [p0, p1) of w (on this path) into y.
+  void panels(const PackedWeight& w, float* y, size_t ldy, int p0, int p1, bool accumulate) const {
+    static const Isa isa = active_isa();
+    switch (path_) {
+      case PanelPath::Quant: {
+        auto* kernel = isa == Isa::Avx512 ? &detail::matmul_quant_panels_avx512
+                       : isa == Isa::Avx2 ? &detail::matmul_quant_panels_avx2
+                                          : &detail::matmul_quant_panels_scalar;
+        kernel(xa_, w, y, ldy, m_, p0, p1, accumulate);
+        return;
+      }
+      case PanelPath::Bf16Dot: {
+        auto* kernel = isa == Isa::Avx512 ? &detail::matmul_bf16dot_panels_avx512
+                       : isa == Isa::Avx2 ? &detail::matmul_bf16dot_panels_avx2
+                                          : &detail::matmul_bf16dot_panels_scalar;
+        kernel(xb_, ldxb_, w, y, ldy, m_, p0, p1, accumulate);
+        return;
+      }
+      case PanelPath::Plain: {
+        auto* kernel = isa == Isa::Avx512 ? &detail::matmul_panels_avx512
+                       : isa == Isa::Avx2 ? &detail::matmul_panels_avx2
+                                          : &detail::matmul_panels_scalar;
+        kernel(x_, ldx_, w, y, ldy, m_, p0, p1, accumulate);
+        return;
+      }
+    }
+  }
+
+ private:
+  PanelPath path_;
+  const float* x_;
+  size_t ldx_;
+  int m_;
+  const uint32_t* xb_ = nullptr;
+  size_t ldxb_ = 0;
+  QuantizedActivations xa_{};
+};
+
+}  // namespace
+
 void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m,
             ThreadPool* pool, bool accumulate) {
   if (m <= 0) return;
-  if (!w.parts.empty()) {  // a stack: each part fills its own columns
-    size_t col = 0;
+  if (!w.parts.empty()) {
+    // A stack: each part fills its own columns. Parts on one path share one preparation of the
+    // rows and one fork-join over all their panels (a KDA layer's input projection is six parts,
+    // four of them too small to split on their own, and was six fork-joins, one after another).
+    const PanelPath path = path_of(w.parts.front());
+    bool same = true;
+    size_t bytes = 0;
+    int panels = 0;
     for (const PackedWeight& p : w.parts) {
-      matmul(x, ldx, p, y + col, ldy, m, pool, accumulate);
-      col += size_t(p.n);
+      same = same && path_of(p) == path && p.k_pad == w.parts.front().k_pad;
+      bytes += p.bytes();
+      panels += p.n_pad / 16;
     }
+    if (!same) {
+      size_t col = 0;
+      for (const PackedWeight& p : w.parts) {
+        matmul(x, ldx, p, y + col, ldy, m, pool, accumulate);
+        col += size_t(p.n);
+      }
+      return;
+    }
+    const bool parallel = splits(pool, m, w.n, w.k, bytes);
+    const PreparedRows rows(path, x, ldx, m, w.k, parallel ? pool : nullptr);
+    // Global panel g lies in the part whose panels cover it; each part writes its own columns.
+    auto run = [&](size_t b, size_t e) {
+      int first = 0;
+      size_t col = 0;
+      for (const PackedWeight& p : w.parts) {
+        const int np = p.n_pad / 16;
+        const int lo = std::max(int(b), first), hi = std::min(int(e), first + np);
+        if (lo < hi) rows.panels(p, y + col, ldy, lo - first, hi - first, accumulate);
+        first += np;
+        col += size_t(p.n);
+      }
+    };
+    if (parallel)
+      pool->parallel_for(size_t(panels), 4, run);
+    else
+      run(0, size_t(panels));
     return;
   }
-  static const Isa isa = active_isa();
-  auto* kernel = isa == Isa::Avx512 ? &detail::matmul_panels_avx512
-                 : isa == Isa::Avx2 ? &detail::matmul_panels_avx2
-                                    : &detail::matmul_panels_scalar;
   const int panels = w.n_pad / 16;
-  // Below about a million multiply-adds (~50 us on one core) waking a second thread costs more
-  // than it saves, and on a busy machine a descheduled worker can stall the whole step. But a
-  // decode row's time is its weight's read, not its arithmetic, and one core streams at about
-  // half the socket's rate: from 256 KiB (~13 us for one core) the read is split too. A decode
-  // step of bench-100m-dense read its attention projections (under a million multiply-adds
-  // each) at 24 GB/s on one thread beside its FFN's 50 on two; with them split, `generate`
-  // decoded at a median 323 tok/s against 242 (8 runs each, in turn; 512 KiB: 283).
-  constexpr double kParallelMinMacs = 1 << 20;
-  constexpr size_t kParallelMinBytes = size_t(256) << 10;
-  const bool parallel = pool && pool->size() > 1 &&
-                        (double(m) * double(w.n) * double(w.k) >= kParallelMinMacs || w.bytes() >= kParallelMinBytes);
-  if (w.quant != QuantFormat::None) {
-    // The activations as int8 blocks first, into this thread's scratch: it grows to the largest
-    // step's rows once, then the step loop allocates nothing.
-    thread_local std::vector<std::byte> scratch;
-    const size_t need = quantized_activation_bytes(m, w.k);
-    if (scratch.size() < need) scratch.resize(need);
-    const QuantizedActivations xa = quantized_activations_view(scratch.data(), m, w.k);
-    if (parallel && m >= 16)
-      pool->parallel_for(size_t(m), 8, [&](size_t b, size_t e) { quantize_activation_rows(x, ldx, int(b), int(e), xa); });
-    else
-      quantize_activation_rows(x, ldx, 0, m, xa);
-    auto* qkernel = isa == Isa::Avx512 ? &detail::matmul_quant_panels_avx512
-                    : isa == Isa::Avx2 ? &detail::matmul_quant_panels_avx2
-                                       : &detail::matmul_quant_panels_scalar;
-    if (!parallel) {
-      qkernel(xa, w, y, ldy, m, 0, panels, accumulate);
-      return;
-    }
-    pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) { qkernel(xa, w, y, ldy, m, int(b), int(e), accumulate); });
-    return;
-  }
-  if (w.dtype == DType::BF16 && w.activations == ActivationDtype::BF16) {
-    // The activations as bf16 pairs first, into this thread's scratch (as above). Each row is
-    // rounded the same way whatever its batch, so a row's result does not depend on its step.
-    thread_local std::vector<uint32_t> scratch;
-    const size_t ldxb = size_t(w.k_pad / 2);
-    if (scratch.size() < size_t(m) * ldxb) scratch.resize(size_t(m) * ldxb);
-    uint32_t* xb = scratch.data();
-    auto* round_rows = isa == Isa::Avx512 ? &detail::round_rows_bf16_avx512 : &detail::round_rows_bf16_scalar;
-    if (parallel && m >= 16)
-      pool->parallel_for(size_t(m), 8, [&](size_t b, size_t e) {
-        round_rows(x + b * ldx, ldx, int(e - b), w.k, xb + b * ldxb, ldxb);
-      });
-    else
-      round_rows(x, ldx, m, w.k, xb, ldxb);
-    auto* dkernel = isa == Isa::Avx512 ? &detail::matmul_bf16dot_panels_avx512
-                    : isa == Isa::Avx2 ? &detail::matmul_bf16dot_panels_avx2
-                                       : &detail::matmul_bf16dot_panels_scalar;
-    if (!parallel) {
-      dkernel(xb, ldxb, w, y, ldy, m, 0, panels, accumulate);
-      return;
-    }
-    pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) { dkernel(xb, ldxb, w, y, ldy, m, int(b), int(e), accumulate); });
-    return;
-  }
+  const bool parallel = splits(pool, m, w.n, w.k, w.bytes());
+  const PreparedRows rows(path_of(w), x, ldx, m, w.k, parallel ? pool : nullptr);
   if (!parallel) {
-    kernel(x, ldx, w, y, ldy, m, 0, panels, accumulate);
+    rows.panels(w, y, ldy, 0, panels, accumulate);
     return;
   }
   // Whole panel groups of 4 per thread keep every thread on full-width microkernels.
-  pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) {
-    kernel(x, ldx, w, y, ldy, m, int(b), int(e), accumulate);
-  });
+  pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) { rows.panels(w, y, ldy, int(b), int(e), accumulate); });
 }
 
 void matmul_reference(const float* x, size_t ldx, const void* w, DType dtype, int n, int k,

@@ -188,6 +188,41 @@ TEST(Matmul, Bf16ActivationRoundingMatchesTheInstruction) {
   }
 }
 
+// A stack whose parts share a path runs as one fork-join over all its panels; one whose parts
+// differ runs part by part. Either way each column is bit for bit what its part alone gives,
+// whatever the rows, threads and the panel ranges the threads get.
+TEST(Matmul, StackedPartsEachGiveWhatTheyGiveAlone) {
+  ThreadPool pool(2);
+  const int k = 96;
+  for (bool mixed : {false, true})
+    for (bool bf16 : {true, false})
+      for (int m : {1, 3, 5, 8, 16, 40, 70}) {
+        const int ns[4] = {40, 16, 72, 12};  // parts that end mid-panel, and one of a panel
+        std::vector<Weights> parts;
+        std::vector<PackedWeight> packed;
+        for (int i = 0; i < 4; ++i) {
+          parts.push_back(bf16_weights(ns[i], k, unsigned(100 * i + m)));
+          packed.push_back(parts.back().packed);
+          // mixed: the second part meets f32 activations, so the stack runs part by part
+          if (!bf16 || (mixed && i == 1)) set_activation_dtype(packed.back(), ActivationDtype::F32);
+        }
+        const PackedWeight stack = stack_weights(packed);
+        std::vector<float> x = activations(m, k, unsigned(m + 3));
+        const size_t ldy = 140 + 3;
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> y(size_t(m) * ldy, 0.5f), want(size_t(m) * ldy, 0.5f);
+          matmul(x.data(), size_t(k), stack, y.data(), ldy, m, p);
+          size_t col = 0;
+          for (int i = 0; i < 4; ++i) {
+            matmul(x.data(), size_t(k), packed[size_t(i)], want.data() + col, ldy, m, nullptr);
+            col += size_t(ns[i]);
+          }
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_EQ(y[i], want[i]) << "mixed=" << mixed << " bf16=" << bf16 << " m=" << m << " threads=" << (p ? 2 : 1) << " at " << i;
+        }
+      }
+}
+
 TEST(Matmul, ActivationDtypeReachesStackPartsAndSparesOtherWeights) {
   Weights a = bf16_weights(32, 64, 1), b = bf16_weights(16, 64, 2);
   std::vector<float> f32(size_t(16) * 64, 0.5f);
