@@ -14,12 +14,10 @@ namespace ds {
 DS_MULTIVERSION void kda_recurrent_plain(float* S, int dk, int dv, int T, const KdaHeadIo& io) {
   float u[512];  // dv <= 512 is checked at config load
   for (int t = 0; t < T; ++t) {
-    const float* q = io.q + size_t(t) * io.stride_qk;
-    const float* k = io.k + size_t(t) * io.stride_qk;
-    const float* v = io.v + size_t(t) * io.stride_v;
-    const float* g = io.g + size_t(t) * io.stride_g;
-    const float beta = io.beta[size_t(t) * io.stride_beta];
-    float* o = io.o + size_t(t) * io.stride_o;
+    const KdaHeadIo at = io.advanced(t);
+    const float *q = at.q, *k = at.k, *v = at.v, *g = at.g;
+    const float beta = at.beta[0];
+    float* o = at.o;
     // Pass 1: decay the state and accumulate S^T k.
     for (int j = 0; j < dv; ++j) u[j] = 0.f;
     for (int i = 0; i < dk; ++i) {

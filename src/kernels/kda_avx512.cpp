@@ -26,12 +26,10 @@ void recurrent_nv(float* S, int dk, int T, const KdaHeadIo& io) {
   constexpr int dv = 16 * NV;
   alignas(64) float e[512];  // dk <= 512 is checked at config load
   for (int t = 0; t < T; ++t) {
-    const float* q = io.q + size_t(t) * io.stride_qk;
-    const float* k = io.k + size_t(t) * io.stride_qk;
-    const float* v = io.v + size_t(t) * io.stride_v;
-    const float* g = io.g + size_t(t) * io.stride_g;
-    const float beta = io.beta[size_t(t) * io.stride_beta];
-    float* o = io.o + size_t(t) * io.stride_o;
+    const KdaHeadIo at = io.advanced(t);
+    const float *q = at.q, *k = at.k, *v = at.v, *g = at.g;
+    const float beta = at.beta[0];
+    float* o = at.o;
     for (int i = 0; i < dk; i += 16) {
       const __mmask16 m = tail_mask(dk - i);
       _mm512_mask_storeu_ps(e + i, m, exp16(_mm512_maskz_loadu_ps(m, g + i)));
