@@ -36,10 +36,13 @@ size_t MoeFfn::temp_floats(int n) const {
   const size_t I = size_t(m_.intermediate_size);
   const size_t k = size_t(m_.experts_per_token);
   const size_t shared = shared_.empty() ? 0 : shared_[0].temp_floats(n);
-  // logits + routing, then per (token, expert) pair its gathered row, gate/up, activation and
-  // output (every expert's rows held at once), row ids and weights, expert offsets and order.
-  return size_t(n) * (size_t(m_.num_experts) + 2 * k) + size_t(n) * k * (size_t(hidden_) * 2 + 3 * I) + shared +
-         size_t(n) * k * 2 + 2 * size_t(m_.num_experts) + 16 * 64;
+  // logits + routing, row ids and weights, expert offsets and order, then the experts' rows:
+  // gathered input, gate/up, activation and output, for every (token, expert) pair at once
+  // when experts run side by side (at most kSideBySideMaxPairs), else for one expert's (at
+  // most n) at a time.
+  const size_t expert_rows = std::max(size_t(n), std::min(size_t(n) * k, size_t(kSideBySideMaxPairs)));
+  return size_t(n) * (size_t(m_.num_experts) + 2 * k) + size_t(n) * k * 2 + 2 * size_t(m_.num_experts) +
+         expert_rows * (size_t(hidden_) * 2 + 3 * I) + shared + 16 * 64;
 }
 
 size_t MoeFfn::weight_bytes() const {
@@ -114,17 +117,13 @@ void MoeFfn::forward(const StepContext& ctx, const float* h, float* x) const {
   for (int t = 0; t < N; ++t)
     route(logits + size_t(t) * size_t(E), ids + size_t(t) * size_t(k), wts + size_t(t) * size_t(k));
   // Group (token, weight) pairs by expert, in token order within each; each expert runs once
-  // over its rows. Every pair's buffers are its own, so experts may run side by side.
+  // over its rows.
   const int L = end_expert_ - first_expert_;
   const size_t P = size_t(N) * size_t(k);
   int32_t* rows = arena.alloc<int32_t>(P);
   float* row_w = arena.alloc<float>(P);
   int32_t* first = arena.alloc<int32_t>(size_t(L) + 1);  // expert e's pairs: [first[e], first[e + 1])
   int32_t* order = arena.alloc<int32_t>(size_t(L));
-  float* Xe = arena.alloc<float>(P * size_t(hidden_));
-  float* GU = arena.alloc<float>(P * size_t(2 * I));
-  float* A = arena.alloc<float>(P * size_t(I));
-  float* Ye = arena.alloc<float>(P * size_t(hidden_));
   int n = 0;
   for (int e = first_expert_; e < end_expert_; ++e) {
     first[e - first_expert_] = n;
@@ -137,42 +136,53 @@ void MoeFfn::forward(const StepContext& ctx, const float* h, float* x) const {
         }
   }
   first[L] = n;
-  auto run_expert = [&](int local, ThreadPool* pool) {
+  int active = 0;
+  for (int e = 0; e < L; ++e)
+    if (first[e + 1] > first[e]) order[active++] = e;
+  // Decode and verify steps (a few rows per expert): whole experts per thread, the largest
+  // first, each reading its weights on one core while the other core reads another's, every
+  // pair with buffers of its own. Split expert by expert instead, each expert's small matmuls
+  // were a fork-join apiece with the gathers, SiLU and sums serial between them: the pool's
+  // worker spun through 15% of a concurrency-16 step of bench-100m. Prefill-sized groups keep
+  // the split and one expert's buffers (one thread per expert would leave the largest expert's
+  // tail to one core, and all pairs' buffers at once would be k times the rows).
+  const bool side_by_side = ctx.pool && ctx.pool->size() > 1 && active > 1 && P <= size_t(kSideBySideMaxPairs);
+  const size_t buffer_rows = side_by_side ? P : size_t(N);
+  float* Xe = arena.alloc<float>(buffer_rows * size_t(hidden_));
+  float* GU = arena.alloc<float>(buffer_rows * size_t(2 * I));
+  float* A = arena.alloc<float>(buffer_rows * size_t(I));
+  float* Ye = arena.alloc<float>(buffer_rows * size_t(hidden_));
+  // Expert `local` over its rows, into buffers from row `at`; then, with `pool`, its matmuls split.
+  auto run_expert = [&](int local, size_t at, ThreadPool* pool) {
     const int r0 = first[local], m = first[local + 1] - r0;
-    float* xe = Xe + size_t(r0) * size_t(hidden_);
-    float* gu = GU + size_t(r0) * size_t(2 * I);
-    float* a = A + size_t(r0) * size_t(I);
+    float* xe = Xe + at * size_t(hidden_);
+    float* gu = GU + at * size_t(2 * I);
+    float* a = A + at * size_t(I);
     for (int r = 0; r < m; ++r)
       std::memcpy(xe + size_t(r) * size_t(hidden_), h + size_t(rows[r0 + r]) * size_t(hidden_), size_t(hidden_) * sizeof(float));
     matmul(xe, size_t(hidden_), w13_[size_t(local)], gu, size_t(2 * I), m, pool);
     for (int r = 0; r < m; ++r)
       silu_mul(gu + size_t(r) * size_t(2 * I), gu + size_t(r) * size_t(2 * I) + I, a + size_t(r) * size_t(I), I);
-    matmul(a, size_t(I), w2_[size_t(local)], Ye + size_t(r0) * size_t(hidden_), size_t(hidden_), m, pool);
+    matmul(a, size_t(I), w2_[size_t(local)], Ye + at * size_t(hidden_), size_t(hidden_), m, pool);
   };
-  int active = 0;
-  for (int e = 0; e < L; ++e)
-    if (first[e + 1] > first[e]) order[active++] = e;
-  // Decode and verify steps (a few rows per expert): whole experts per thread, the largest
-  // first, each reading its weights on one core while the other core reads another's. Split
-  // expert by expert instead, each expert's 2-3 small matmuls were a fork-join apiece with the
-  // gathers, SiLU and sums serial between them: the pool's worker spun through 15% of a
-  // concurrency-16 step of bench-100m. Prefill-sized groups keep the split: one thread per
-  // expert would leave the largest expert's tail to one core.
-  constexpr size_t kExpertParallelMaxPairs = 128;
-  if (ctx.pool && ctx.pool->size() > 1 && active > 1 && P <= kExpertParallelMaxPairs) {
+  // Each token's sum in expert order either way, so the result does not depend on the path.
+  auto add_expert = [&](int local, size_t at) {
+    for (int r = first[local]; r < first[local + 1]; ++r)
+      axpy(row_w[r], Ye + (at + size_t(r - first[local])) * size_t(hidden_), x + size_t(rows[r]) * size_t(hidden_), hidden_);
+  };
+  if (side_by_side) {
     std::sort(order, order + active, [&](int32_t a, int32_t b) {
       const int na = first[a + 1] - first[a], nb = first[b + 1] - first[b];
       return na != nb ? na > nb : a < b;
     });
-    parallel_items(ctx.pool, active, [&](int i, int) { run_expert(order[i], nullptr); }, kParallelMinWork);
+    parallel_items(ctx.pool, active, [&](int i, int) { run_expert(order[i], size_t(first[order[i]]), nullptr); }, kParallelMinWork);
+    for (int e = 0; e < L; ++e) add_expert(e, size_t(first[e]));
   } else {
-    for (int i = 0; i < active; ++i) run_expert(order[i], ctx.pool);
+    for (int i = 0; i < active; ++i) {
+      run_expert(order[i], 0, ctx.pool);
+      add_expert(order[i], 0);
+    }
   }
-  // Each token's sum in expert order, as when the experts ran one after another: the result
-  // does not depend on which path ran them.
-  for (int e = 0; e < L; ++e)
-    for (int r = first[e]; r < first[e + 1]; ++r)
-      axpy(row_w[r], Ye + size_t(r) * size_t(hidden_), x + size_t(rows[r]) * size_t(hidden_), hidden_);
   for (auto& s : shared_) s.forward(ctx, h, x, N);
 }
 

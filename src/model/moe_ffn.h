@@ -36,6 +36,8 @@ class MoeFfn {
   std::vector<PackedWeight> w13_, w2_;     // theirs, from first_expert_
   std::vector<DenseFfn> shared_;
   void route(const float* logits, int32_t* ids, float* weights) const;
+  // Up to this many (token, expert) pairs in a step, experts run side by side (forward()).
+  static constexpr int kSideBySideMaxPairs = 128;
 };
 
 }  // namespace ds
