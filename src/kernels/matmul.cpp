@@ -185,7 +185,7 @@ void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t 
   if (!w.parts.empty()) {
     // A stack: each part fills its own columns. Parts on one path share one preparation of the
     // rows and one fork-join over all their panels (a KDA layer's input projection is six parts,
-    // four of them too small to split on their own, and was six fork-joins, one after another).
+    // three of them too small to split on their own, and was six fork-joins, one after another).
     const PanelPath path = path_of(w.parts.front());
     bool same = true;
     size_t bytes = 0;
