@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -182,56 +183,47 @@ class PreparedRows {
 void matmul(const float* x, size_t ldx, const PackedWeight& w, float* y, size_t ldy, int m,
             ThreadPool* pool, bool accumulate) {
   if (m <= 0) return;
-  if (!w.parts.empty()) {
-    // A stack: each part fills its own columns. Parts on one path share one preparation of the
-    // rows and one fork-join over all their panels (a KDA layer's input projection is six parts,
-    // three of them too small to split on their own, and was six fork-joins, one after another).
-    const PanelPath path = path_of(w.parts.front());
-    bool same = true;
-    size_t bytes = 0;
-    int panels = 0;
-    for (const PackedWeight& p : w.parts) {
-      same = same && path_of(p) == path && p.k_pad == w.parts.front().k_pad;
-      bytes += p.bytes();
-      panels += p.n_pad / 16;
+  // A weight is a stack of one. Each part fills its own columns; parts on one path share one
+  // preparation of the rows and one fork-join over all their panels (a KDA layer's input
+  // projection is six parts, three of them too small to split on their own, and was six
+  // fork-joins, one after another).
+  const std::span<const PackedWeight> parts = w.parts.empty() ? std::span<const PackedWeight>(&w, 1) : std::span<const PackedWeight>(w.parts);
+  const PanelPath path = path_of(parts.front());
+  bool same = true;
+  size_t bytes = 0;
+  int panels = 0;
+  for (const PackedWeight& p : parts) {
+    same = same && path_of(p) == path && p.k_pad == parts.front().k_pad;
+    bytes += p.bytes();
+    panels += p.n_pad / 16;
+  }
+  if (!same) {
+    size_t col = 0;
+    for (const PackedWeight& p : parts) {
+      matmul(x, ldx, p, y + col, ldy, m, pool, accumulate);
+      col += size_t(p.n);
     }
-    if (!same) {
-      size_t col = 0;
-      for (const PackedWeight& p : w.parts) {
-        matmul(x, ldx, p, y + col, ldy, m, pool, accumulate);
-        col += size_t(p.n);
-      }
-      return;
-    }
-    const bool parallel = splits(pool, m, w.n, w.k, bytes);
-    const PreparedRows rows(path, x, ldx, m, w.k, parallel ? pool : nullptr);
-    // Global panel g lies in the part whose panels cover it; each part writes its own columns.
-    auto run = [&](size_t b, size_t e) {
-      int first = 0;
-      size_t col = 0;
-      for (const PackedWeight& p : w.parts) {
-        const int np = p.n_pad / 16;
-        const int lo = std::max(int(b), first), hi = std::min(int(e), first + np);
-        if (lo < hi) rows.panels(p, y + col, ldy, lo - first, hi - first, accumulate);
-        first += np;
-        col += size_t(p.n);
-      }
-    };
-    if (parallel)
-      pool->parallel_for(size_t(panels), 4, run);
-    else
-      run(0, size_t(panels));
     return;
   }
-  const int panels = w.n_pad / 16;
-  const bool parallel = splits(pool, m, w.n, w.k, w.bytes());
-  const PreparedRows rows(path_of(w), x, ldx, m, w.k, parallel ? pool : nullptr);
-  if (!parallel) {
-    rows.panels(w, y, ldy, 0, panels, accumulate);
-    return;
-  }
+  const bool parallel = splits(pool, m, w.n, w.k, bytes);
+  const PreparedRows rows(path, x, ldx, m, w.k, parallel ? pool : nullptr);
+  // Global panel g lies in the part whose panels cover it.
+  auto run = [&](size_t b, size_t e) {
+    int first = 0;
+    size_t col = 0;
+    for (const PackedWeight& p : parts) {
+      const int np = p.n_pad / 16;
+      const int lo = std::max(int(b), first), hi = std::min(int(e), first + np);
+      if (lo < hi) rows.panels(p, y + col, ldy, lo - first, hi - first, accumulate);
+      first += np;
+      col += size_t(p.n);
+    }
+  };
   // Whole panel groups of 4 per thread keep every thread on full-width microkernels.
-  pool->parallel_for(size_t(panels), 4, [&](size_t b, size_t e) { rows.panels(w, y, ldy, int(b), int(e), accumulate); });
+  if (parallel)
+    pool->parallel_for(size_t(panels), 4, run);
+  else
+    run(0, size_t(panels));
 }
 
 void matmul_reference(const float* x, size_t ldx, const void* w, DType dtype, int n, int k,
