@@ -1,7 +1,8 @@
 // Speculative decoding benchmark (docs/speculative-decoding.md, "Measured"). Not a test: it
 // prints figures and ratios. For one target + draft pair:
-//   1. step costs from Model::forward alone, at B sequences (B = each concurrency), sampled in
-//      turn so drift on a shared machine moves them together:
+//   1. step costs from Model::forward alone, at B sequences (B = each concurrency) of
+//      prompt + new_tokens / 2 tokens (the mean context of step 2's runs), sampled in turn so
+//      drift on a shared machine moves them together:
 //        t1  a B-row decode step of the target
 //        tv  B verify chunks of K+1 rows (the target's speculative step)
 //        the K draft forwards of a round, right after the verify step as the engine runs them
@@ -9,8 +10,9 @@
 //      included), v = tv / t1 - 1 (the verify's extra); ideal speedup AL / (1 + K c + v).
 //   2. the engine at each concurrency, greedy, synthetic acceptance: steady-state decode tok/s
 //      without speculation and with (K, AL) = (7, 3.84) and (3, 3.00) (the golden curve's), the
-//      speedup, and measured / ideal. Runs go in turn (base, K 7, K 3, base, ...),
-//      DS_BENCH_REPEATS times (default 3); medians are printed.
+//      speedup, and measured / ideal. DS_BENCH_REPEATS turns (default 3), each a share of the
+//      step-cost samples of 1. and then the runs base, K 7, K 3, so the costs and the runs see
+//      the same machine; medians are printed, and each turn's speedup beside its own ideal.
 //   3. lanes vs replay at K 3 and 7, concurrency 1: rollback bytes per sequence and tok/s.
 // Run:
 //   [DS_BENCH_ACTIVATION_DTYPE=f32|bf16] [DS_BENCH_REPEATS=3] build/bench/spec/spec_bench TARGET_DIR DRAFT_DIR
@@ -130,10 +132,15 @@ double median(std::vector<double> v) {
 struct StepCosts {
   double t1 = 0, td = 0;  // td: a draft forward, the mean over a K = 7 round
   double tv[2] = {}, draft[2] = {};  // per K of kPoints: the verify step, the round's draft forwards
+  double c[2] = {}, v[2] = {};       // per K: c = draft / (K t1), v = tv / t1 - 1
 };
-StepCosts measure_costs(StepRig& tr, StepRig& dr, int b, const int (&ks)[2], int reps = 40) {
-  std::vector<double> t1, tv[2], dk[2];
-  for (int r = 0; r < reps + 3; ++r) {
+struct StepSamples {
+  std::vector<double> t1, tv[2], draft[2];
+};
+// `reps` samples of each cost after two unrecorded ones (the first steps after an engine run
+// find cold caches), appended to *out.
+void sample_costs(StepRig& tr, StepRig& dr, int b, const int (&ks)[2], int reps, StepSamples* out) {
+  for (int r = 0; r < reps + 2; ++r) {
     const double a = tr.once(b, 1);
     double v[2], d[2];
     for (int i = 0; i < 2; ++i) {
@@ -141,18 +148,22 @@ StepCosts measure_costs(StepRig& tr, StepRig& dr, int b, const int (&ks)[2], int
       d[i] = 0;
       for (int j = 0; j < ks[i]; ++j) d[i] += dr.once(b, 1);
     }
-    if (r < 3) continue;  // warm-up
-    t1.push_back(a);
+    if (r < 2) continue;  // warm-up
+    out->t1.push_back(a);
     for (int i = 0; i < 2; ++i) {
-      tv[i].push_back(v[i]);
-      dk[i].push_back(d[i]);
+      out->tv[i].push_back(v[i]);
+      out->draft[i].push_back(d[i]);
     }
   }
+}
+StepCosts costs_of(const StepSamples& s, const int (&ks)[2]) {
   StepCosts c;
-  c.t1 = median(t1);
+  c.t1 = median(s.t1);
   for (int i = 0; i < 2; ++i) {
-    c.tv[i] = median(tv[i]);
-    c.draft[i] = median(dk[i]);
+    c.tv[i] = median(s.tv[i]);
+    c.draft[i] = median(s.draft[i]);
+    c.c[i] = c.draft[i] / (ks[i] * c.t1);
+    c.v[i] = c.tv[i] / c.t1 - 1;
   }
   c.td = c.draft[0] / ks[0];
   return c;
@@ -261,34 +272,36 @@ int main_impl(int argc, char** argv) {
     std::printf("decode weight bytes: target %zu, draft %zu (byte ratio %.4f)\n\n", t->decode_weight_bytes(),
                 d->decode_weight_bytes(), double(d->decode_weight_bytes()) / double(t->decode_weight_bytes()));
   }
-  std::printf("## step costs (Model::forward, medians of 40 samples taken in turn)\n");
-  std::printf("c = a round's K draft forwards (right after the target's step) / (K t1); v = tv / t1 - 1\n");
-  std::printf("%4s %9s %9s | %3s %9s %7s %7s | %3s %9s %7s %7s\n", "B", "t1 ms", "td ms", "K", "tv ms", "c", "v", "K",
-              "tv ms", "c", "v");
-  struct Costs { double c[2], v[2]; };
-  std::vector<Costs> costs;
-  for (int b : conc) {
-    StepRig tr(target, b, prompt, 8, threads);
-    StepRig dr(draft, b, prompt, 8, threads, tr.model.get());
-    const StepCosts m = measure_costs(tr, dr, b, ks);
-    Costs c;
-    for (int i = 0; i < 2; ++i) {
-      c.c[i] = m.draft[i] / (ks[i] * m.t1);
-      c.v[i] = m.tv[i] / m.t1 - 1;
-    }
-    costs.push_back(c);
-    std::printf("%4d %9.3f %9.3f | %3d %9.3f %7.4f %7.3f | %3d %9.3f %7.4f %7.3f\n", b, m.t1 * 1e3, m.td * 1e3, ks[0],
-                m.tv[0] * 1e3, c.c[0], c.v[0], ks[1], m.tv[1] * 1e3, c.c[1], c.v[1]);
-  }
-  std::printf("\n## engine, greedy, synthetic acceptance: steady decode tok/s (all streams), median of %d runs each,\n"
-              "## taken in turn; speedup: the median of each turn's spec / base\n", repeats);
-  std::printf("## at AL: each run's speedup scaled to the curve's AL (AL / AL seen), median\n");
-  std::printf("%4s %10s | %4s %5s %10s %7s %7s %6s %7s %7s\n", "C", "base", "K", "AL", "spec", "AL seen", "speedup", "ideal",
-              "ratio", "at AL");
-  for (size_t i = 0; i < conc.size(); ++i) {
-    const int c = conc[i];
+  // The step costs are taken at the mean context of the engine runs' window (their streams go
+  // from `prompt` to prompt + new_tokens): a verify's K + 1 rows each attend over the context,
+  // so v grows with it faster than a decode step does, and costs taken at the prompt's end would
+  // price the runs' rounds below what they cost (the ideal above what the runs can reach).
+  const int context = prompt + new_tokens / 2;
+  std::printf("## per concurrency B: step costs (Model::forward at context %d, the engine window's mean), then the\n"
+              "## engine runs. Each of the %d turns takes a share of the 40 cost samples, then runs base, K 7, K 3,\n"
+              "## so the costs and the runs see the same machine (it drifts by tens of percent within minutes).\n",
+              context, repeats);
+  std::printf("## costs: medians of all samples; c = a round's K draft forwards (right after the target's step) / (K t1),\n"
+              "## v = tv / t1 - 1. engine: steady decode tok/s (all streams), medians over turns; speedup: the median\n"
+              "## of each turn's spec / base; ideal = AL seen / (1 + K c + v) from all samples; ratio: the median of\n"
+              "## each turn's speedup over the ideal from that turn's own samples; at AL: each turn's speedup scaled\n"
+              "## to the curve's AL (AL / AL seen), median\n");
+  const int per_turn = std::max(8, (40 + repeats - 1) / repeats);
+  for (const int c : conc) {
+    StepRig tr(target, c, context, 8, threads);
+    StepRig dr(draft, c, context, 8, threads, tr.model.get());
+    StepSamples all;
+    std::vector<StepCosts> turn_costs;
     std::vector<double> base, tok[2], al[2], ratio[2];
     for (int r = 0; r < repeats; ++r) {
+      StepSamples mine;
+      sample_costs(tr, dr, c, ks, per_turn, &mine);
+      turn_costs.push_back(costs_of(mine, ks));
+      for (const double x : mine.t1) all.t1.push_back(x);
+      for (int i = 0; i < 2; ++i) {
+        for (const double x : mine.tv[i]) all.tv[i].push_back(x);
+        for (const double x : mine.draft[i]) all.draft[i].push_back(x);
+      }
       const double b = engine_run(target, SpecOptions{}, c, prompt, new_tokens, threads).tok_s;
       base.push_back(b);
       for (int p = 0; p < 2; ++p) {
@@ -304,20 +317,35 @@ int main_impl(int argc, char** argv) {
         ratio[p].push_back(run.tok_s / b);
       }
     }
+    const StepCosts m = costs_of(all, ks);
+    std::printf("\n%4s %9s %9s | %3s %9s %7s %7s | %3s %9s %7s %7s\n", "B", "t1 ms", "td ms", "K", "tv ms", "c", "v", "K",
+                "tv ms", "c", "v");
+    std::printf("%4d %9.3f %9.3f | %3d %9.3f %7.4f %7.3f | %3d %9.3f %7.4f %7.3f\n", c, m.t1 * 1e3, m.td * 1e3, ks[0],
+                m.tv[0] * 1e3, m.c[0], m.v[0], ks[1], m.tv[1] * 1e3, m.c[1], m.v[1]);
+    std::printf("%4s %10s | %4s %5s %10s %7s %7s %6s %7s %7s\n", "C", "base", "K", "AL", "spec", "AL seen", "speedup",
+                "ideal", "ratio", "at AL");
     for (int p = 0; p < 2; ++p) {
       // The ideal at the AL the runs saw (rounds cut short near the end pull it below the curve's).
       const double seen = median(al[p]);
-      const double ideal = seen / (1 + points[p].k * costs[i].c[p] + costs[i].v[p]);
+      const double ideal = seen / (1 + points[p].k * m.c[p] + m.v[p]);
       const double speedup = median(ratio[p]);
       // A round costs the same whatever it accepts (K draft forwards, one verify), so a run's
       // speedup at the curve's AL is its speedup scaled by AL / AL seen: the draws of 256
       // tokens' rounds scatter the AL seen by about +-0.2 around the curve's.
-      std::vector<double> at_al;
-      for (int r = 0; r < repeats; ++r) at_al.push_back(ratio[p][size_t(r)] * points[p].al / al[p][size_t(r)]);
-      std::printf("%4d %10.1f | %4d %5.2f %10.1f %7.2f %7.2f %6.2f %7.2f %7.2f   runs (speedup @ AL seen):", c,
-                  median(base), points[p].k, points[p].al, median(tok[p]), seen, speedup, ideal, speedup / ideal,
+      std::vector<double> at_al, own;
+      for (int r = 0; r < repeats; ++r) {
+        const StepCosts& t = turn_costs[size_t(r)];
+        at_al.push_back(ratio[p][size_t(r)] * points[p].al / al[p][size_t(r)]);
+        own.push_back(ratio[p][size_t(r)] / (al[p][size_t(r)] / (1 + points[p].k * t.c[p] + t.v[p])));
+      }
+      std::printf("%4d %10.1f | %4d %5.2f %10.1f %7.2f %7.2f %6.2f %7.2f %7.2f   turns (speedup @ AL seen / own ideal):", c,
+                  median(base), points[p].k, points[p].al, median(tok[p]), seen, speedup, ideal, median(own),
                   median(at_al));
-      for (int r = 0; r < repeats; ++r) std::printf(" %.2f@%.2f", ratio[p][size_t(r)], al[p][size_t(r)]);
+      for (int r = 0; r < repeats; ++r) {
+        const StepCosts& t = turn_costs[size_t(r)];
+        std::printf(" %.2f@%.2f/%.2f", ratio[p][size_t(r)], al[p][size_t(r)],
+                    al[p][size_t(r)] / (1 + points[p].k * t.c[p] + t.v[p]));
+      }
       std::printf("\n");
       std::fflush(stdout);
     }

@@ -23,6 +23,5 @@ void axpy(float a, const float* x, float* y, int n);
 void row_to_f32(const void* table, DType dtype, size_t row, int dim, float* out);
 
 inline float sigmoidf(float x) { return 1.f / (1.f + __builtin_expf(-x)); }
-inline float softplusf(float x) { return x > 20.f ? x : __builtin_log1pf(__builtin_expf(x)); }
 
 }  // namespace ds
