@@ -106,6 +106,12 @@ bool splits(const ThreadPool* pool, int m, int n, int k, size_t bytes) {
   return pool && pool->size() > 1 && (double(m) * double(n) * double(k) >= kParallelMinMacs || bytes >= kParallelMinBytes);
 }
 
+// This CPU's kernel among an AVX-512, an AVX2 and a scalar one.
+template <class Kernel>
+Kernel* for_isa(Isa isa, Kernel* avx512, Kernel* avx2, Kernel* scalar) {
+  return isa == Isa::Avx512 ? avx512 : isa == Isa::Avx2 ? avx2 : scalar;
+}
+
 // One call's activations, prepared once for its path (rounded to bf16 pairs, or quantized to
 // int8 blocks, into the calling thread's scratch: it grows to the largest step's rows once, then
 // the step loop allocates nothing), then met by any panel range of any weight on that path.
@@ -130,7 +136,9 @@ class PreparedRows {
       ldxb_ = size_t((k + 1) / 2);
       if (scratch.size() < size_t(m) * ldxb_) scratch.resize(size_t(m) * ldxb_);
       xb_ = scratch.data();
-      auto* round_rows = isa == Isa::Avx512 ? &detail::round_rows_bf16_avx512 : &detail::round_rows_bf16_scalar;
+      // No AVX2 rounding kernel: the scalar one serves AVX2 machines.
+      auto* round_rows = for_isa(isa, &detail::round_rows_bf16_avx512, &detail::round_rows_bf16_scalar,
+                                 &detail::round_rows_bf16_scalar);
       uint32_t* xb = scratch.data();
       const size_t ldxb = ldxb_;
       if (split_rows)
@@ -144,27 +152,15 @@ class PreparedRows {
   void panels(const PackedWeight& w, float* y, size_t ldy, int p0, int p1, bool accumulate) const {
     static const Isa isa = active_isa();
     switch (path_) {
-      case PanelPath::Quant: {
-        auto* kernel = isa == Isa::Avx512 ? &detail::matmul_quant_panels_avx512
-                       : isa == Isa::Avx2 ? &detail::matmul_quant_panels_avx2
-                                          : &detail::matmul_quant_panels_scalar;
-        kernel(xa_, w, y, ldy, m_, p0, p1, accumulate);
-        return;
-      }
-      case PanelPath::Bf16Dot: {
-        auto* kernel = isa == Isa::Avx512 ? &detail::matmul_bf16dot_panels_avx512
-                       : isa == Isa::Avx2 ? &detail::matmul_bf16dot_panels_avx2
-                                          : &detail::matmul_bf16dot_panels_scalar;
-        kernel(xb_, ldxb_, w, y, ldy, m_, p0, p1, accumulate);
-        return;
-      }
-      case PanelPath::Plain: {
-        auto* kernel = isa == Isa::Avx512 ? &detail::matmul_panels_avx512
-                       : isa == Isa::Avx2 ? &detail::matmul_panels_avx2
-                                          : &detail::matmul_panels_scalar;
-        kernel(x_, ldx_, w, y, ldy, m_, p0, p1, accumulate);
-        return;
-      }
+      case PanelPath::Quant:
+        return for_isa(isa, &detail::matmul_quant_panels_avx512, &detail::matmul_quant_panels_avx2,
+                       &detail::matmul_quant_panels_scalar)(xa_, w, y, ldy, m_, p0, p1, accumulate);
+      case PanelPath::Bf16Dot:
+        return for_isa(isa, &detail::matmul_bf16dot_panels_avx512, &detail::matmul_bf16dot_panels_avx2,
+                       &detail::matmul_bf16dot_panels_scalar)(xb_, ldxb_, w, y, ldy, m_, p0, p1, accumulate);
+      case PanelPath::Plain:
+        return for_isa(isa, &detail::matmul_panels_avx512, &detail::matmul_panels_avx2,
+                       &detail::matmul_panels_scalar)(x_, ldx_, w, y, ldy, m_, p0, p1, accumulate);
     }
   }
 
