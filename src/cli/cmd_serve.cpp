@@ -39,6 +39,7 @@ struct ServeArgs {
   std::string http_sched = "normal";
   double grace_s = 30;
   double max_body_mb = 32;
+  double grammar_cache_mb = 256;
   server::ServerOptions http;  // the transport's limits, parsed in place
   dist::RankOptions ranks;
 };
@@ -150,6 +151,9 @@ int run_serve(const ServeArgs& a) {
   o.write_timeout_s = a.http.write_timeout_s;
   o.max_header_bytes = a.http.max_header_bytes;
   o.max_header_count = a.http.max_header_count;
+  o.grammar_limits = a.http.grammar_limits;
+  DS_CHECK(a.grammar_cache_mb > 0, "invalid settings: --grammar-cache-mb must be > 0, got " + std::to_string(a.grammar_cache_mb));
+  o.grammar_cache_bytes = size_t(a.grammar_cache_mb * 1024 * 1024);
   server::HttpServer http(engine, std::move(tokenizer), o);
   const int port = http.bind();
   spdlog::info("serving {} on http://{}:{}", o.served_model_names.front(), a.host, port);
@@ -262,6 +266,24 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
                   "Log a table of where step time goes every N steps (the same figures are always in /metrics)")
       ->capture_default_str();
   cmd->add_option("--max-body-mb", a->max_body_mb, "Largest request body accepted, MiB")->capture_default_str();
+  // Output constraints' limits (docs/tools.md "Limits"): a schema past them is a 400.
+  grammar::GrammarLimits& gl = a->http.grammar_limits;
+  cmd->add_option("--grammar-max-rules", gl.max_rules, "Rules one response_format or tool grammar may have")
+      ->check(CLI::Range(size_t(16), size_t(1) << 24))
+      ->capture_default_str();
+  cmd->add_option("--grammar-max-regex-states", gl.max_regex_dfa_states,
+                  "Automaton states one JSON-schema pattern may compile to")
+      ->check(CLI::Range(size_t(16), size_t(1) << 20))
+      ->capture_default_str();
+  cmd->add_option("--grammar-max-state-heads", gl.max_state_heads,
+                  "Parses one constrained output may keep alive at once (an ambiguous schema past it is held to fewer)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 16))
+      ->capture_default_str();
+  cmd->add_option("--grammar-compile-timeout-s", gl.max_compile_seconds, "Seconds compiling one grammar may take")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--grammar-cache-mb", a->grammar_cache_mb, "Memory the compiled grammars are kept in, MiB")
+      ->capture_default_str();
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
 });
 

@@ -1,16 +1,36 @@
 #include "grammar/grammar.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 
 namespace ds::grammar {
 
+Grammar::Grammar(const GrammarLimits& limits)
+    : limits_(limits),
+      deadline_(std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(limits.max_compile_seconds))) {}
+
+void Grammar::check_deadline() {
+  if (std::chrono::steady_clock::now() > deadline_) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%g", limits_.max_compile_seconds);
+    throw GrammarTooLarge(std::string("compiling the grammar took longer than ") + s + " s");
+  }
+}
+
 RuleId Grammar::new_rule(std::string name) {
   DS_CHECK(!finished_, "grammar: rule added after finish()");
-  if (rules_.size() >= kMaxGrammarRules)
-    throw GrammarTooLarge("the grammar would exceed " + std::to_string(kMaxGrammarRules) +
-                          " rules (lower the schema's length and item bounds)");
+  if (rules_.size() >= limits_.max_rules)
+    throw GrammarTooLarge("the grammar would exceed " + std::to_string(limits_.max_rules) +
+                          " rules (lower the schema's length and item bounds, or its size)");
+  if ((++calls_ & 255) == 0) check_deadline();
   names_.push_back(std::move(name));
   rules_.emplace_back();
   return RuleId(rules_.size() - 1);
@@ -19,9 +39,10 @@ RuleId Grammar::new_rule(std::string name) {
 void Grammar::add_alternative(RuleId rule, std::vector<Symbol> seq) {
   DS_CHECK(!finished_ && rule < rules_.size(), "grammar: bad rule id");
   num_symbols_ += seq.size() + 1;
-  if (num_symbols_ > kMaxGrammarSymbols)
-    throw GrammarTooLarge("the grammar would exceed " + std::to_string(kMaxGrammarSymbols) +
-                          " symbols (lower the schema's length and item bounds)");
+  if (num_symbols_ > limits_.max_symbols)
+    throw GrammarTooLarge("the grammar would exceed " + std::to_string(limits_.max_symbols) +
+                          " symbols (lower the schema's length and item bounds, or its size)");
+  if ((++calls_ & 255) == 0) check_deadline();
   rules_[rule].push_back(std::move(seq));
 }
 
@@ -88,22 +109,179 @@ RuleId Grammar::choice(const std::vector<std::vector<Symbol>>& alternatives) {
 void Grammar::finish() {
   DS_CHECK(!finished_, "grammar: finish() called twice");
   DS_CHECK(has_root_, "grammar: no root rule");
+  for (size_t r = 0; r < rules_.size(); ++r)
+    DS_CHECK(!rules_[r].empty(), "grammar: rule '" + names_[r] + "' has no alternatives");
+  prune_and_check();
   starts_.assign(rules_.size(), {});
   flat_.clear();
+  sets_.clear();
+  std::unordered_map<std::string, uint32_t> set_index;  // a set's 32 bytes -> its index
   for (size_t r = 0; r < rules_.size(); ++r) {
-    DS_CHECK(!rules_[r].empty(), "grammar: rule '" + names_[r] + "' has no alternatives");
     for (const auto& alt : rules_[r]) {
       starts_[r].push_back(uint32_t(flat_.size()));
       for (const Symbol& s : alt) {
         DS_CHECK(s.kind != Symbol::Rule || s.rule < rules_.size(), "grammar: reference to a missing rule");
         DS_CHECK(s.kind != Symbol::End, "grammar: End inside an alternative");
-        flat_.push_back(s);
+        if (s.kind == Symbol::Rule) {
+          flat_.push_back({Symbol::Rule, s.rule});
+          continue;
+        }
+        const std::string k(reinterpret_cast<const char*>(s.bytes.w), sizeof s.bytes.w);
+        auto [it, fresh] = set_index.try_emplace(k, uint32_t(sets_.size()));
+        if (fresh) sets_.push_back(s.bytes);
+        flat_.push_back({Symbol::Bytes, it->second});
       }
-      flat_.push_back(Symbol{});  // End
+      flat_.push_back(FlatSymbol{});  // End
     }
   }
   rules_.clear();
+  rules_.shrink_to_fit();
   finished_ = true;
+}
+
+size_t Grammar::memory_bytes() const {
+  size_t b = flat_.capacity() * sizeof(FlatSymbol) + sets_.capacity() * sizeof(ByteSet);
+  for (const auto& s : starts_) b += s.capacity() * sizeof(uint32_t) + sizeof s;
+  for (const auto& n : names_) b += n.capacity() + sizeof n;
+  return b;
+}
+
+RuleId Grammar::rule_for_error(const std::vector<RuleId>& candidates) const {
+  // A schema's definitions are named by their reference; they are what a client can act on.
+  for (RuleId r : candidates)
+    if (!names_[r].empty() && names_[r][0] == '#') return r;
+  return candidates.front();
+}
+
+void Grammar::prune_and_check() {
+  const size_t R = rules_.size();
+  // users[x]: (rule, alternative) once per reference to x in it.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> users(R);
+  auto index_users = [&] {
+    for (auto& u : users) u.clear();
+    for (uint32_t r = 0; r < R; ++r)
+      for (uint32_t a = 0; a < rules_[r].size(); ++a)
+        for (const Symbol& s : rules_[r][a])
+          if (s.kind == Symbol::Rule) users[s.rule].push_back({r, a});
+  };
+  index_users();
+
+  // Productive rules (some alternative's rules are all productive), by a worklist: linear in
+  // the grammar's size, whatever the depth of its references.
+  std::vector<char> productive(R, 0);
+  std::vector<std::vector<uint32_t>> pending(R);
+  std::vector<uint32_t> work;
+  for (uint32_t r = 0; r < R; ++r) {
+    pending[r].assign(rules_[r].size(), 0);
+    for (uint32_t a = 0; a < rules_[r].size(); ++a) {
+      for (const Symbol& s : rules_[r][a]) pending[r][a] += s.kind == Symbol::Rule;
+      if (pending[r][a] == 0 && !productive[r]) productive[r] = 1, work.push_back(r);
+    }
+  }
+  while (!work.empty()) {
+    const uint32_t x = work.back();
+    work.pop_back();
+    for (auto [r, a] : users[x])
+      if (--pending[r][a] == 0 && !productive[r]) productive[r] = 1, work.push_back(r);
+  }
+  if (!productive[root_]) {
+    // Name an unproductive rule the root reaches.
+    std::vector<RuleId> reached{root_};
+    std::vector<char> seen(R, 0);
+    seen[root_] = 1;
+    for (size_t i = 0; i < reached.size(); ++i)
+      for (const auto& alt : rules_[reached[i]])
+        for (const Symbol& s : alt)
+          if (s.kind == Symbol::Rule && !seen[s.rule] && !productive[s.rule]) seen[s.rule] = 1, reached.push_back(s.rule);
+    const RuleId r = rule_for_error(reached);
+    throw GrammarError("'" + names_[r] + "' admits no finite value: every alternative of it refers back to itself",
+                       names_[r], r);
+  }
+  // Alternatives that refer to an unproductive rule can never end: drop them, so the matcher
+  // never leads the model into one.
+  for (uint32_t r = 0; r < R; ++r) {
+    auto& alts = rules_[r];
+    alts.erase(std::remove_if(alts.begin(), alts.end(),
+                              [&](const std::vector<Symbol>& alt) {
+                                for (const Symbol& s : alt)
+                                  if (s.kind == Symbol::Rule && !productive[s.rule]) return true;
+                                return false;
+                              }),
+               alts.end());
+  }
+  for (uint32_t r = 0; r < R; ++r)
+    if (!productive[r]) rules_[r].push_back({Grammar::bytes(ByteSet{})});  // unreachable now: a dead end
+  index_users();
+
+  // Nullable rules (some alternative is only nullable rules), by the same worklist.
+  std::vector<char> nullable(R, 0);
+  for (uint32_t r = 0; r < R; ++r) {
+    pending[r].assign(rules_[r].size(), 0);
+    for (uint32_t a = 0; a < rules_[r].size(); ++a) {
+      uint32_t n = 0;
+      bool has_byte = false;
+      for (const Symbol& s : rules_[r][a]) n += s.kind == Symbol::Rule, has_byte = has_byte || s.kind == Symbol::Bytes;
+      if (has_byte) n = UINT32_MAX;  // never nullable: the decrements cannot bring it to 0
+      pending[r][a] = n;
+      if (n == 0 && !nullable[r]) nullable[r] = 1, work.push_back(r);
+    }
+  }
+  while (!work.empty()) {
+    const uint32_t x = work.back();
+    work.pop_back();
+    for (auto [r, a] : users[x])
+      if (--pending[r][a] == 0 && !nullable[r]) nullable[r] = 1, work.push_back(r);
+  }
+
+  // Left calls: r -> x when x stands in an alternative of r behind nullable rules only. A cycle
+  // among the rules the root reaches is left recursion. Depth-first with an explicit stack.
+  std::vector<std::vector<RuleId>> left(R);
+  for (uint32_t r = 0; r < R; ++r)
+    for (const auto& alt : rules_[r])
+      for (const Symbol& s : alt) {
+        if (s.kind != Symbol::Rule) break;
+        left[r].push_back(s.rule);
+        if (!nullable[s.rule]) break;
+      }
+  std::vector<uint8_t> color(R, 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::pair<RuleId, size_t>> stack;
+  std::vector<RuleId> reach{root_};
+  std::vector<char> reached(R, 0);
+  reached[root_] = 1;
+  for (size_t i = 0; i < reach.size(); ++i)
+    for (const auto& alt : rules_[reach[i]])
+      for (const Symbol& s : alt)
+        if (s.kind == Symbol::Rule && !reached[s.rule]) reached[s.rule] = 1, reach.push_back(s.rule);
+  for (RuleId start : reach) {
+    if (color[start]) continue;
+    stack.push_back({start, 0});
+    color[start] = 1;
+    while (!stack.empty()) {
+      auto& [r, next] = stack.back();
+      if (next == left[r].size()) {
+        color[r] = 2;
+        stack.pop_back();
+        continue;
+      }
+      const RuleId x = left[r][next++];
+      if (color[x] == 1) {
+        std::vector<RuleId> cycle;
+        for (size_t i = stack.size(); i-- > 0;) {
+          cycle.push_back(stack[i].first);
+          if (stack[i].first == x) break;
+        }
+        std::reverse(cycle.begin(), cycle.end());
+        const RuleId e = rule_for_error(cycle);
+        throw GrammarError("'" + names_[e] +
+                               "' is left-recursive: it can refer to itself again before any character is written",
+                           names_[e], e);
+      }
+      if (color[x] == 0) {
+        color[x] = 1;
+        stack.push_back({x, 0});
+      }
+    }
+  }
 }
 
 namespace {
@@ -148,8 +326,8 @@ std::string Grammar::to_string() const {
       out += first ? " " : " | ";
       first = false;
       for (; flat_[p].kind != Symbol::End; ++p) {
-        const Symbol& s = flat_[p];
-        out += s.kind == Symbol::Rule ? names_[s.rule] + std::to_string(s.rule) : byte_set_text(s.bytes);
+        const FlatSymbol& s = flat_[p];
+        out += s.kind == Symbol::Rule ? names_[s.arg] + std::to_string(s.arg) : byte_set_text(sets_[s.arg]);
         out += ' ';
       }
       if (out.back() != ' ') out += ' ';

@@ -1,12 +1,15 @@
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <string_view>
 
 #include "grammar/regex.h"
+#include "grammar/utf8_sequences.h"
 
 namespace ds::grammar {
 
@@ -15,6 +18,10 @@ using json = nlohmann::ordered_json;
 namespace {
 
 constexpr int kMaxLengthBound = 4096;  // minLength / maxLength / minItems / maxItems
+// Schemas nested deeper than this inline (properties in properties, items in items...) are
+// refused: the compiler recurses once per level. $ref does not count: definitions are compiled
+// from a worklist, so a chain of thousands of them costs no stack.
+constexpr int kMaxSchemaDepth = 64;
 constexpr int kMaxIntegerDigits = 16;  // after the first: bounded so a model cannot count forever
 constexpr int kMaxFractionDigits = 16;
 // Two: with at most 17 integer digits, |x| < 1e116, which every JSON reader holds as a finite
@@ -39,11 +46,46 @@ std::string join(const std::string& where, const std::string& key) {
   return where + "/" + k;
 }
 
+// Single-byte characters a string may hold unescaped, and the rule for one well-formed UTF-8
+// character past ASCII.
+struct StringAlphabet {
+  ByteSet ascii;
+  RuleId multibyte;
+};
+
+// Keys beside const / enum that leave a schema a plain set of literal values.
+bool only_literal_keys(const json& s) {
+  for (const auto& [k, v] : s.items())
+    if (k != "const" && k != "enum" && k != "type" && !kAnnotations.count(k)) return false;
+  return true;
+}
+
 class SchemaCompiler {
  public:
   SchemaCompiler(Grammar& g, const json& root) : g_(g), root_(root) {}
 
+  // The schema's value, then every definition it refers to (and they refer to), in turn.
+  RuleId compile(const json& s) {
+    const RuleId r = value(s, "");
+    while (!pending_.empty()) {
+      const PendingRef p = pending_.back();
+      pending_.pop_back();
+      const RuleId body = value(*p.schema, p.where);
+      g_.add_alternative(p.rule, {Grammar::ref(body)});
+    }
+    return r;
+  }
+
   RuleId value(const json& s, const std::string& where) {
+    if (depth_ >= kMaxSchemaDepth)
+      throw SchemaError("the schema nests deeper than " + std::to_string(kMaxSchemaDepth) + " levels", where);
+    ++depth_;
+    const RuleId r = value_at_depth(s, where);
+    --depth_;
+    return r;
+  }
+
+  RuleId value_at_depth(const json& s, const std::string& where) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return any_value();
       throw SchemaError("the schema 'false' matches nothing", where);
@@ -61,24 +103,33 @@ class SchemaCompiler {
       }
       return ref(*it, join(where, "$ref"));
     }
-    if (auto it = s.find("const"); it != s.end()) return g_.literal(it->dump());
-    if (auto it = s.find("enum"); it != s.end()) {
-      if (!it->is_array() || it->empty()) throw SchemaError("'enum' must be a non-empty array", join(where, "enum"));
-      std::vector<std::vector<Symbol>> alts;
-      for (const auto& v : *it) {
-        std::vector<Symbol> seq;
-        Grammar::append_literal(&seq, v.dump());
-        alts.push_back(std::move(seq));
-      }
-      return g_.choice(alts);
+    if (s.contains("const") || s.contains("enum")) {
+      std::vector<std::string> values;
+      add_literal_values(s, where, &values);
+      return literals(std::move(values), where);
     }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (auto it = s.find(key); it != s.end()) {
         // oneOf's exclusivity is not enforced: the output matches at least one branch.
         if (!it->is_array() || it->empty()) throw SchemaError(std::string("'") + key + "' must be a non-empty array", join(where, key));
+        const std::string at = join(where, key);
+        // Branches that are only values (const / enum) become one trie of literals: a choice
+        // among thousands of them then costs the matcher one stack, not one per value.
+        if (std::all_of(it->begin(), it->end(), [](const json& b) {
+              return b.is_object() && (b.contains("const") || b.contains("enum")) && only_literal_keys(b);
+            })) {
+          std::vector<std::string> values;
+          for (size_t i = 0; i < it->size(); ++i) add_literal_values((*it)[i], join(at, std::to_string(i)), &values);
+          return literals(std::move(values), at);
+        }
+        // Identical branches are compiled once: each copy would be one more matcher stack for
+        // the same text (and recursion through them doubles the stacks per level).
         std::vector<std::vector<Symbol>> alts;
-        for (size_t i = 0; i < it->size(); ++i)
-          alts.push_back({Grammar::ref(value((*it)[i], join(join(where, key), std::to_string(i))))});
+        std::set<std::string> seen;
+        for (size_t i = 0; i < it->size(); ++i) {
+          if (!seen.insert((*it)[i].dump()).second) continue;
+          alts.push_back({Grammar::ref(value((*it)[i], join(at, std::to_string(i))))});
+        }
         return g_.choice(alts);
       }
     }
@@ -127,23 +178,90 @@ class SchemaCompiler {
     if (!r.is_string()) throw SchemaError("'$ref' must be a string", where);
     const std::string name = r.get<std::string>();
     if (auto it = refs_.find(name); it != refs_.end()) return it->second;
-    std::string_view rest;
     for (std::string_view prefix : {"#/$defs/", "#/definitions/"})
       if (std::string_view(name).substr(0, prefix.size()) == prefix) {
-        rest = std::string_view(name).substr(prefix.size());
-        const json* defs = root_.is_object() && root_.contains(std::string(prefix.substr(2, prefix.size() - 3)))
-                               ? &root_[std::string(prefix.substr(2, prefix.size() - 3))]
-                               : nullptr;
-        if (!defs || !defs->is_object() || !defs->contains(std::string(rest)))
-          throw SchemaError("'$ref' " + name + " names no definition in the schema", where);
-        // Named before compiling, so a recursive reference finds it.
-        const RuleId rule = g_.new_rule("ref");
+        const json* def = definition(std::string(prefix.substr(2, prefix.size() - 3)), name.substr(prefix.size()));
+        if (!def) throw SchemaError("'$ref' " + name + " names no definition in the schema", where);
+        // Named (by the reference, which grammar errors quote) before its body is compiled, so a
+        // recursive reference finds it; the body waits in the worklist (compile()).
+        const RuleId rule = g_.new_rule(name);
         refs_[name] = rule;
-        const RuleId body = value((*defs)[std::string(rest)], std::string(name.substr(1)));
-        g_.add_alternative(rule, {Grammar::ref(body)});
+        pending_.push_back({rule, def, name.substr(1)});
         return rule;
       }
     throw SchemaError("'$ref' " + name + " is not supported (only #/$defs/... and #/definitions/...)", where);
+  }
+
+  // root_[section][key], through an index built once per section: an ordered_json object finds
+  // a key by scanning, and a schema of thousands of definitions refers to each of them.
+  const json* definition(const std::string& section, const std::string& key) {
+    auto [it, fresh] = defs_.try_emplace(section);
+    if (fresh && root_.is_object()) {
+      auto s = root_.find(section);
+      if (s != root_.end() && s->is_object())
+        for (auto d = s->begin(); d != s->end(); ++d) it->second.emplace(d.key(), &d.value());
+    }
+    auto d = it->second.find(key);
+    return d == it->second.end() ? nullptr : d->second;
+  }
+
+  // The JSON text of each value s allows: its const, else its enum's members.
+  static void add_literal_values(const json& s, const std::string& where, std::vector<std::string>* out) {
+    if (auto it = s.find("const"); it != s.end()) {
+      out->push_back(it->dump());
+      return;
+    }
+    const auto it = s.find("enum");
+    if (!it->is_array() || it->empty()) throw SchemaError("'enum' must be a non-empty array", join(where, "enum"));
+    for (const auto& v : *it) out->push_back(v.dump());
+  }
+
+  // Exactly one of `values`, as a trie: rules only where values part ways, so the matcher
+  // follows one path whatever their number.
+  RuleId literals(std::vector<std::string> values, const std::string& where) {
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    for (const std::string& v : values) literal_bytes_ += v.size();
+    if (literal_bytes_ > g_.limits().max_literal_bytes)
+      throw SchemaError("the schema's const and enum values pass " + std::to_string(g_.limits().max_literal_bytes) +
+                            " bytes in all",
+                        where);
+    if (values.size() == 1) return g_.literal(values[0]);
+    struct Task {
+      size_t lo, hi, depth;
+      RuleId rule;
+    };
+    const RuleId root = g_.new_rule("enum");
+    std::vector<Task> tasks{{0, values.size(), 0, root}};
+    while (!tasks.empty()) {
+      const Task t = tasks.back();
+      tasks.pop_back();
+      size_t i = t.lo;
+      // Sorted and distinct: a value that ends here is the range's first.
+      if (values[i].size() == t.depth) g_.add_alternative(t.rule, {}), ++i;
+      while (i < t.hi) {
+        size_t j = i + 1;
+        while (j < t.hi && values[j][t.depth] == values[i][t.depth]) ++j;
+        const std::string& a = values[i];
+        if (j == i + 1) {
+          std::vector<Symbol> seq;
+          Grammar::append_literal(&seq, std::string_view(a).substr(t.depth));
+          g_.add_alternative(t.rule, std::move(seq));
+        } else {
+          const std::string& b = values[j - 1];  // the range's common prefix is the first's and last's
+          size_t l = 1;
+          while (t.depth + l < a.size() && t.depth + l < b.size() && a[t.depth + l] == b[t.depth + l]) ++l;
+          const RuleId child = g_.new_rule("enum");
+          std::vector<Symbol> seq;
+          Grammar::append_literal(&seq, std::string_view(a).substr(t.depth, l));
+          seq.push_back(Grammar::ref(child));
+          g_.add_alternative(t.rule, std::move(seq));
+          tasks.push_back({i, j, t.depth + l, child});
+        }
+        i = j;
+      }
+    }
+    return root;
   }
 
   static int bound(const json& s, const char* key, int dflt, const std::string& where) {
@@ -280,16 +398,13 @@ class SchemaCompiler {
       StringAlphabet a;
       a.ascii = ByteSet::range(0x20, 0x7f);
       a.ascii = a.ascii & ~ByteSet::any_of("\"\\");
-      // Well-formed UTF-8 only (no overlong forms, no surrogates, nothing past U+10FFFF).
-      const Symbol cont = Grammar::bytes(ByteSet::range(0x80, 0xBF));
+      // Well-formed UTF-8 only (grammar/utf8_sequences.h).
       const RuleId mb = g_.new_rule("utf8");
-      g_.add_alternative(mb, {Grammar::bytes(ByteSet::range(0xC2, 0xDF)), cont});
-      g_.add_alternative(mb, {Grammar::byte(0xE0), Grammar::bytes(ByteSet::range(0xA0, 0xBF)), cont});
-      g_.add_alternative(mb, {Grammar::bytes(ByteSet::range(0xE1, 0xEC) | ByteSet::range(0xEE, 0xEF)), cont, cont});
-      g_.add_alternative(mb, {Grammar::byte(0xED), Grammar::bytes(ByteSet::range(0x80, 0x9F)), cont});
-      g_.add_alternative(mb, {Grammar::byte(0xF0), Grammar::bytes(ByteSet::range(0x90, 0xBF)), cont, cont});
-      g_.add_alternative(mb, {Grammar::bytes(ByteSet::range(0xF1, 0xF3)), cont, cont, cont});
-      g_.add_alternative(mb, {Grammar::byte(0xF4), Grammar::bytes(ByteSet::range(0x80, 0x8F)), cont, cont});
+      for (const Utf8Sequence& u : utf8_multibyte_sequences()) {
+        std::vector<Symbol> seq;
+        for (int k = 0; k < u.length; ++k) seq.push_back(Grammar::bytes(u.bytes[size_t(k)]));
+        g_.add_alternative(mb, std::move(seq));
+      }
       a.multibyte = mb;
       alphabet_ = a;
     }
@@ -355,9 +470,11 @@ class SchemaCompiler {
     // schemas written for structured outputs anchor their patterns anyway.
     RuleId body;
     try {
-      body = add_regex(g_, pattern, alphabet());
+      body = add_regex(g_, pattern, alphabet().ascii);
     } catch (const SchemaError&) {
       throw;
+    } catch (const GrammarError&) {
+      throw;  // a bound of the grammar's limits: the caller says which
     } catch (const Error& e) {
       throw SchemaError(e.what(), pattern_where);
     }
@@ -393,9 +510,19 @@ class SchemaCompiler {
     return r;
   }
 
+  struct PendingRef {
+    RuleId rule;
+    const json* schema;
+    std::string where;
+  };
+
   Grammar& g_;
   const json& root_;
+  int depth_ = 0;
+  size_t literal_bytes_ = 0;
+  std::vector<PendingRef> pending_;
   std::map<std::string, RuleId> refs_;
+  std::map<std::string, std::unordered_map<std::string, const json*>> defs_;
   std::map<std::pair<int, int>, RuleId> strings_;
   std::optional<RuleId> any_value_, sp_, string_char_, integer_, number_;
   std::optional<StringAlphabet> alphabet_;
@@ -403,19 +530,27 @@ class SchemaCompiler {
 
 }  // namespace
 
-RuleId add_json_schema(Grammar& g, const json& schema) { return SchemaCompiler(g, schema).value(schema, ""); }
+RuleId add_json_schema(Grammar& g, const json& schema) { return SchemaCompiler(g, schema).compile(schema); }
 RuleId add_any_json_value(Grammar& g) { return SchemaCompiler(g, json::object()).any_value(); }
 RuleId add_any_json_object(Grammar& g) { return SchemaCompiler(g, json::object()).any_object(); }
 
-Grammar json_schema_grammar(const json& schema) {
-  Grammar g;
+Grammar json_schema_grammar(const json& schema, const GrammarLimits& limits) {
+  Grammar g(limits);
   g.set_root(add_json_schema(g, schema));
-  g.finish();
+  try {
+    g.finish();
+  } catch (const GrammarTooLarge&) {
+    throw;
+  } catch (const GrammarError& e) {
+    // A definition's rule is named by its reference: point at the definition.
+    const std::string& n = e.rule_name();
+    throw SchemaError(e.what(), !n.empty() && n[0] == '#' ? n.substr(1) : std::string());
+  }
   return g;
 }
 
-Grammar json_object_grammar() {
-  Grammar g;
+Grammar json_object_grammar(const GrammarLimits& limits) {
+  Grammar g(limits);
   g.set_root(add_any_json_object(g));
   g.finish();
   return g;

@@ -33,14 +33,16 @@ class SchemaError : public Error {
 };
 
 // Rules for one JSON value matching `schema`, added to g (whose other rules stay as they are);
-// returns the value's rule. Throws SchemaError.
+// returns the value's rule. Throws SchemaError, or GrammarTooLarge past g's limits.
 RuleId add_json_schema(Grammar& g, const nlohmann::ordered_json& schema);
 // Rules for any JSON value, or any JSON object.
 RuleId add_any_json_value(Grammar& g);
 RuleId add_any_json_object(Grammar& g);
 
-// Whole grammars whose root is that value.
-Grammar json_schema_grammar(const nlohmann::ordered_json& schema);
-Grammar json_object_grammar();
+// Whole grammars whose root is that value. A schema with no finite value (an object whose
+// required property is itself) or a left-recursive definition is a SchemaError naming the
+// definition; one past the limits is a GrammarTooLarge.
+Grammar json_schema_grammar(const nlohmann::ordered_json& schema, const GrammarLimits& limits = {});
+Grammar json_object_grammar(const GrammarLimits& limits = {});
 
 }  // namespace ds::grammar

@@ -18,9 +18,11 @@ uint64_t mix(uint64_t h, uint64_t v) {
 }
 }  // namespace
 
-Matcher::Matcher(const Grammar& g) : g_(g) {
+Matcher::Matcher(const Grammar& g)
+    : g_(g), max_heads_(std::max<size_t>(g.limits().max_state_heads, 1)), max_nodes_(64 * max_heads_ + 4096) {
   DS_CHECK(g.finished(), "grammar: the matcher needs a finished grammar");
   sym_ = g.symbols().data();
+  sets_ = g.byte_sets().data();
   nodes_.reserve(1024);
 }
 
@@ -44,7 +46,12 @@ bool Matcher::same_chain(int32_t a, int32_t b) const {
 void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
   // Follow End (pop) and Rule (push each alternative) until every stack's top is a byte class.
   while (true) {
+    if (overflowed_) return;
     if (head >= 0 && nodes_[size_t(head)].depth > kMaxDepth) return;
+    if (nodes_.size() - step_mark_ > max_nodes_ || out->size() - first >= max_heads_) {
+      overflowed_ = true;
+      return;
+    }
     if (head < 0 || sym_[nodes_[size_t(head)].pos].kind == Symbol::Bytes) {
       const uint64_t h = hash_of(head);
       for (size_t i = first; i < out->size(); ++i)
@@ -53,7 +60,7 @@ void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
       return;
     }
     const Node n = nodes_[size_t(head)];
-    const Symbol& s = sym_[n.pos];
+    const FlatSymbol& s = sym_[n.pos];
     if (s.kind == Symbol::End) {
       head = n.parent;  // the parent already points past the rule it called
       continue;
@@ -62,7 +69,7 @@ void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
     // recursion (every star and repeat) would deepen the stack by one per byte, and no two
     // states inside a string would ever share a cache key.
     const int32_t ret = sym_[n.pos + 1].kind == Symbol::End ? n.parent : push(n.pos + 1, n.parent);
-    const auto& alts = g_.alternatives(s.rule);
+    const auto& alts = g_.alternatives(s.arg);
     for (size_t i = 0; i + 1 < alts.size(); ++i) expand(push(alts[i], ret), out, first);
     head = push(alts.back(), ret);
   }
@@ -71,20 +78,30 @@ void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
 void Matcher::initial(std::vector<int32_t>* heads) {
   heads->clear();
   nodes_.clear();
+  step_mark_ = 0;
+  overflowed_ = false;
   // A one-symbol sequence calling the root: a node at a Rule symbol. The grammar's flat form has
   // no such symbol of its own, so start from each of the root's alternatives directly.
   const auto& alts = g_.alternatives(g_.root());
   for (uint32_t a : alts) expand(push(a, kAccepted), heads, 0);
+  if (overflowed_) heads->clear();
 }
 
 bool Matcher::advance(const int32_t* heads, size_t n, uint8_t byte, std::vector<int32_t>* out) {
   const size_t first = out->size();
-  for (size_t i = 0; i < n; ++i) {
+  step_mark_ = nodes_.size();
+  overflowed_ = false;
+  for (size_t i = 0; i < n && !overflowed_; ++i) {
     const int32_t h = heads[i];
     if (h < 0) continue;
     const Node node = nodes_[size_t(h)];
-    if (!sym_[node.pos].bytes.has(byte)) continue;
+    if (!sets_[sym_[node.pos].arg].has(byte)) continue;
     expand(push(node.pos + 1, node.parent), out, first);
+  }
+  if (overflowed_) {
+    out->resize(first);
+    nodes_.resize(step_mark_);
+    return false;
   }
   return out->size() > first;
 }
@@ -92,7 +109,7 @@ bool Matcher::advance(const int32_t* heads, size_t n, uint8_t byte, std::vector<
 ByteSet Matcher::next_bytes(const int32_t* heads, size_t n) const {
   ByteSet s;
   for (size_t i = 0; i < n; ++i)
-    if (heads[i] >= 0) s = s | sym_[nodes_[size_t(heads[i])].pos].bytes;
+    if (heads[i] >= 0) s = s | sets_[sym_[nodes_[size_t(heads[i])].pos].arg];
   return s;
 }
 

@@ -6,6 +6,11 @@
 //
 // The token mask walks the vocabulary's trie with this: every trie edge is one advance(), and
 // the nodes a subtree made are dropped (truncate) when the walk leaves it.
+//
+// A state may hold at most the grammar's limits().max_state_heads stacks, and one advance may
+// make at most a fixed multiple of that many nodes: an ambiguous grammar whose stacks double
+// with every byte then refuses the byte (advance returns false and overflowed() says why)
+// instead of growing until memory runs out.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,10 +30,13 @@ class Matcher {
   // The state before any input: the root rule, expanded.
   void initial(std::vector<int32_t>* heads);
   // Heads of the state after `byte`, appended to *out (deduplicated). Returns false when none
-  // survive.
+  // survive, or when the state would pass the limits (then nothing is appended).
   bool advance(const int32_t* heads, size_t n, uint8_t byte, std::vector<int32_t>* out);
   // The union of bytes any head can take next (kAccepted takes none).
   ByteSet next_bytes(const int32_t* heads, size_t n) const;
+
+  // The last initial() or advance() hit the limits on stacks or work.
+  bool overflowed() const { return overflowed_; }
 
   size_t arena_size() const { return nodes_.size(); }
   void truncate(size_t size) { nodes_.resize(size); }
@@ -52,8 +60,12 @@ class Matcher {
   uint64_t hash_of(int32_t head) const { return head < 0 ? 0x9e3779b97f4a7c15ull : nodes_[size_t(head)].hash; }
 
   const Grammar& g_;
-  const Symbol* sym_;
+  const FlatSymbol* sym_;
+  const ByteSet* sets_;
   std::vector<Node> nodes_;
+  size_t max_heads_, max_nodes_;
+  size_t step_mark_ = 0;  // nodes_.size() when the current initial() or advance() began
+  bool overflowed_ = false;
 };
 
 }  // namespace ds::grammar

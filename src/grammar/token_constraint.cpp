@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "core/error.h"
 
@@ -31,6 +32,9 @@ void CompiledGrammar::reset_if_full() {
   bytes_ = 0;
   masks_ = 0;
   m_.initial(&scratch_);  // clears the arena
+  if (m_.overflowed())
+    throw GrammarTooLarge("the grammar's first state holds more than " +
+                          std::to_string(g_.limits().max_state_heads) + " alternatives at once");
   intern(m_.arena_size());
 }
 
@@ -73,6 +77,7 @@ int32_t CompiledGrammar::step(int32_t s, uint8_t byte) {
   if (m_.advance(heads.data(), heads.size(), byte, &scratch_)) {
     t = intern(mark);  // may grow states_: index again below
   } else {
+    if (m_.overflowed()) ++overflows_;
     m_.truncate(mark);
     t = kDead;
   }
@@ -106,6 +111,16 @@ size_t CompiledGrammar::cached_masks() {
 size_t CompiledGrammar::states() {
   std::lock_guard<std::mutex> lk(mu_);
   return states_.size();
+}
+
+int64_t CompiledGrammar::overflows() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return overflows_;
+}
+
+size_t CompiledGrammar::memory_bytes() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return g_.memory_bytes() + bytes_;
 }
 
 int64_t CompiledGrammar::resets() {

@@ -36,7 +36,8 @@ namespace ds::grammar {
 
 class CompiledGrammar {
  public:
-  // `g` is finished here if it is not yet.
+  // `g` is finished here if it is not yet. Throws GrammarTooLarge when the grammar's first state
+  // already passes its limits on stacks.
   CompiledGrammar(Grammar g, std::shared_ptr<const TokenVocabulary> vocab, size_t cache_bytes = 64u << 20);
   ~CompiledGrammar();
 
@@ -46,6 +47,11 @@ class CompiledGrammar {
   size_t cached_masks();  // states whose mask is known
   size_t states();        // states interned
   int64_t resets();       // times the learnt states were dropped for the memory bound
+  // Bytes refused because the state after them would pass the grammar's limits on stacks
+  // (grammar/matcher.h): an ambiguous grammar the model was kept out of.
+  int64_t overflows();
+  // What this grammar holds now: its flat form and what it has learnt (at most cache_bytes).
+  size_t memory_bytes();
 
  private:
   friend class TokenConstraint;
@@ -77,6 +83,7 @@ class CompiledGrammar {
   size_t bytes_ = 0;
   uint64_t generation_ = 0;
   size_t masks_ = 0;
+  int64_t overflows_ = 0;
 };
 
 class TokenConstraint {

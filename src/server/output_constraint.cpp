@@ -73,14 +73,16 @@ std::vector<int32_t> tool_syntax_tokens(const Tokenizer& tok, ChatFormat format)
 }
 
 OutputConstraints::OutputConstraints(const Tokenizer& tok, int model_vocab, ChatFormat format, size_t max_grammars,
-                                     size_t mask_cache_bytes_per_grammar)
+                                     size_t mask_cache_bytes_per_grammar, const grammar::GrammarLimits& limits,
+                                     size_t cache_bytes, int concurrent_compiles)
     : format_(format), spelling_(syntax_spelling(tok, format)), vocab_(grammar_vocabulary(tok, model_vocab, format)),
-      max_grammars_(std::max<size_t>(max_grammars, 1)), mask_cache_bytes_(mask_cache_bytes_per_grammar) {}
+      max_grammars_(std::max<size_t>(max_grammars, 1)), mask_cache_bytes_(mask_cache_bytes_per_grammar),
+      limits_(limits), cache_bytes_(cache_bytes), concurrent_compiles_(std::max(concurrent_compiles, 1)) {}
 
 OutputConstraints::~OutputConstraints() = default;
 
 std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const GenerationRequest& g) {
-  grammar::Grammar gr;
+  grammar::Grammar gr(limits_);
   if (g.tool_choice == ToolChoice::Required || g.tool_choice == ToolChoice::Named) {
     std::vector<ToolGrammarSpec> specs;
     for (const ToolSpec& t : g.tools) specs.push_back({t.name, t.parameters});
@@ -89,7 +91,7 @@ std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const Gener
       // several when parallel calls are allowed.
       const bool named = g.tool_choice == ToolChoice::Named;
       gr = tool_call_grammar(tool_format_for(format_), specs, named ? g.tool_choice_name : std::string(),
-                             named ? 1 : (g.parallel_tool_calls ? kMaxForcedToolCalls : 1), spelling_);
+                             named ? 1 : (g.parallel_tool_calls ? kMaxForcedToolCalls : 1), spelling_, limits_);
     } catch (const grammar::SchemaError& e) {
       throw invalid_request(std::string("a tool's parameters cannot be enforced for 'tool_choice': ") + e.what() +
                                 " (at " + e.where() + ")",
@@ -98,10 +100,13 @@ std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const Gener
       throw invalid_request(std::string("the tools' parameter schemas are too large to enforce for 'tool_choice': ") +
                                 e.what(),
                             "tools");
+    } catch (const grammar::GrammarError& e) {
+      throw invalid_request(std::string("a tool's parameters cannot be enforced for 'tool_choice': ") + e.what(),
+                            "tools");
     }
   } else if (g.response_format == ResponseFormat::JsonSchema) {
     try {
-      gr = grammar::json_schema_grammar(g.response_schema);
+      gr = grammar::json_schema_grammar(g.response_schema, limits_);
     } catch (const grammar::SchemaError& e) {
       throw invalid_request(std::string("'response_format.json_schema.schema': ") + e.what() + " (at '" + e.where() +
                                 "' in the schema)",
@@ -109,11 +114,30 @@ std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const Gener
     } catch (const grammar::GrammarTooLarge& e) {
       throw invalid_request(std::string("'response_format.json_schema.schema' is too large to enforce: ") + e.what(),
                             "response_format");
+    } catch (const grammar::GrammarError& e) {
+      throw invalid_request(std::string("'response_format.json_schema.schema': ") + e.what(), "response_format");
     }
   } else {
-    gr = grammar::json_object_grammar();
+    gr = grammar::json_object_grammar(limits_);
   }
-  return std::make_shared<grammar::CompiledGrammar>(std::move(gr), vocab_, mask_cache_bytes_);
+  try {
+    return std::make_shared<grammar::CompiledGrammar>(std::move(gr), vocab_, mask_cache_bytes_);
+  } catch (const grammar::GrammarTooLarge& e) {
+    throw invalid_request(std::string("the output constraint is too ambiguous to enforce: ") + e.what(),
+                          g.response_format == ResponseFormat::JsonSchema ? "response_format" : "tools");
+  }
+}
+
+void OutputConstraints::evict_locked() {
+  // Bytes first: a handful of huge grammars must not hold the memory of 32 small ones.
+  size_t total = 0;
+  for (const Entry& e : lru_) total += e.second->memory_bytes();
+  while (lru_.size() > 1 && (lru_.size() > max_grammars_ || total > cache_bytes_)) {
+    total -= std::min(total, lru_.back().second->memory_bytes());
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+    ++evicted_;
+  }
 }
 
 std::shared_ptr<grammar::TokenConstraint> OutputConstraints::for_request(const GenerationRequest& g) {
@@ -129,9 +153,26 @@ std::shared_ptr<grammar::TokenConstraint> OutputConstraints::for_request(const G
     }
   }
   if (!cg) {
-    // Compiled outside the lock: a large schema must not hold up other requests. Two requests
-    // racing on one new schema both compile it; the second one's copy is dropped.
+    // Compiled outside the cache's lock, at most concurrent_compiles_ at once. Two requests
+    // racing on one new schema may both compile it; the second one's copy is dropped.
+    {
+      std::unique_lock<std::mutex> lk(compile_mu_);
+      compile_cv_.wait(lk, [&] { return compiling_ < concurrent_compiles_; });
+      ++compiling_;
+    }
+    struct Release {
+      OutputConstraints* self;
+      ~Release() {
+        {
+          std::lock_guard<std::mutex> lk(self->compile_mu_);
+          --self->compiling_;
+        }
+        self->compile_cv_.notify_one();
+      }
+    } release{this};
     cg = compile(g);
+    // The first state's mask, here rather than in the engine's first step for this request.
+    grammar::TokenConstraint(cg).allowed();
     std::lock_guard<std::mutex> lock(mu_);
     ++compiled_;
     if (auto it = index_.find(key); it != index_.end()) {
@@ -139,13 +180,17 @@ std::shared_ptr<grammar::TokenConstraint> OutputConstraints::for_request(const G
     } else {
       lru_.emplace_front(key, cg);
       index_[key] = lru_.begin();
-      while (lru_.size() > max_grammars_) {
-        index_.erase(lru_.back().first);
-        lru_.pop_back();
-      }
+      evict_locked();
     }
   }
   return std::make_shared<grammar::TokenConstraint>(std::move(cg));
+}
+
+size_t OutputConstraints::cached_bytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t total = 0;
+  for (const Entry& e : lru_) total += e.second->memory_bytes();
+  return total;
 }
 
 size_t OutputConstraints::cached_grammars() {

@@ -10,7 +10,7 @@ ServerContext::ServerContext(Engine& e, Tokenizer t, ServerOptions o)
     : engine(e), tokenizer(std::move(t)), opts(std::move(o)),
       chat_format(detect_chat_format(tokenizer, !opts.chat_template.empty() ? opts.chat_template : model_chat_template(opts.model_dir))),
       tool_syntax_ids(tool_syntax_tokens(tokenizer, chat_format)),
-      constraints(tokenizer, e.vocab_size(), chat_format) {
+      constraints(tokenizer, e.vocab_size(), chat_format, 32, 8u << 20, opts.grammar_limits, opts.grammar_cache_bytes) {
   for (size_t i = 0; i < opts.served_model_names.size(); ++i)
     served_names += (i ? ", " : "") + opts.served_model_names[i];
   if (auto id = tokenizer.token_id(kChatEndOfTurn)) end_of_turn = *id;

@@ -39,6 +39,10 @@ struct ServerOptions {
   // HTTP worker threads run as SCHED_BATCH (http_server.cpp says why); false: the default policy.
   bool http_batch_policy = false;
   double drain_grace_s = 30;
+  // Output constraints (server/output_constraint.h, docs/tools.md "Limits"): what one grammar
+  // may cost, and the bytes the compiled grammars are kept in.
+  grammar::GrammarLimits grammar_limits;
+  size_t grammar_cache_bytes = 256u << 20;
 };
 
 struct ServerContext {

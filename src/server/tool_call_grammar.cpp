@@ -47,15 +47,19 @@ std::string ToolSyntaxSpelling::spell(ToolFormat format, std::string_view marker
 }
 
 Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>& tools, const std::string& only,
-                          int max_calls, const ToolSyntaxSpelling& spelling) {
+                          int max_calls, const ToolSyntaxSpelling& spelling, const grammar::GrammarLimits& limits) {
   const auto mark = [&](std::string_view marker) { return spelling.spell(format, marker); };
-  Grammar g;
+  Grammar g(limits);
+  // Each tool's definitions are named by their reference ("#/$defs/x"); the rules a tool adds
+  // lie in [its first, the next tool's first), which is how an error in finish() finds the tool.
+  std::vector<std::pair<RuleId, size_t>> first_rule;
   const RuleId call = g.new_rule("tool_call");
   bool any = false;
   for (size_t i = 0; i < tools.size(); ++i) {
     const ToolGrammarSpec& t = tools[i];
     if (!only.empty() && t.name != only) continue;
     any = true;
+    first_rule.push_back({RuleId(g.num_rules()), i});
     const RuleId args = arguments_rule(g, t, i);
     std::vector<Symbol> seq;
     if (format == ToolFormat::HermesJson) {
@@ -101,7 +105,18 @@ Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>&
     g.add_alternative(root, std::move(seq));
   }
   g.set_root(root);
-  g.finish();
+  try {
+    g.finish();
+  } catch (const grammar::GrammarTooLarge&) {
+    throw;
+  } catch (const grammar::GrammarError& e) {
+    std::string where = "/tools";
+    for (const auto& [first, tool] : first_rule)
+      if (e.rule_id() != UINT32_MAX && e.rule_id() >= first) where = "/tools/" + std::to_string(tool) + "/function/parameters";
+    const std::string& n = e.rule_name();
+    if (where != "/tools" && !n.empty() && n[0] == '#') where += n.substr(1);
+    throw grammar::SchemaError(e.what(), where);
+  }
   return g;
 }
 

@@ -43,8 +43,11 @@ struct ToolGrammarSpec {
 // `only`: the one tool allowed (tool_choice naming a function), empty for any declared tool;
 // max_calls: how many calls the turn may make (at least one).
 // Throws grammar::SchemaError for a parameter schema outside the supported subset, with where()
-// prefixed by the tool's index ("/tools/2/function/parameters/properties/x").
+// prefixed by the tool's index ("/tools/2/function/parameters/properties/x"), including a
+// definition with no finite value or a left-recursive one; grammar::GrammarTooLarge past the
+// limits.
 grammar::Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>& tools,
-                                   const std::string& only, int max_calls, const ToolSyntaxSpelling& spelling = {});
+                                   const std::string& only, int max_calls, const ToolSyntaxSpelling& spelling = {},
+                                   const grammar::GrammarLimits& limits = {});
 
 }  // namespace ds::server
