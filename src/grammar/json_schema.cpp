@@ -22,6 +22,20 @@ constexpr int kMaxLengthBound = 4096;  // minLength / maxLength / minItems / max
 // refused: the compiler recurses once per level. $ref does not count: definitions are compiled
 // from a worklist, so a chain of thousands of them costs no stack.
 constexpr int kMaxSchemaDepth = 64;
+// The schema as JSON (const values included) may nest this deep.
+constexpr int kMaxJsonDepth = 256;
+
+bool json_depth_exceeds(const nlohmann::ordered_json& root, int limit) {
+  std::vector<std::pair<const nlohmann::ordered_json*, int>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    const auto [j, d] = stack.back();
+    stack.pop_back();
+    if (!j->is_structured()) continue;
+    if (d > limit) return true;
+    for (const auto& c : *j) stack.push_back({&c, d + 1});
+  }
+  return false;
+}
 constexpr int kMaxIntegerDigits = 16;  // after the first: bounded so a model cannot count forever
 constexpr int kMaxFractionDigits = 16;
 // Two: with at most 17 integer digits, |x| < 1e116, which every JSON reader holds as a finite
@@ -66,6 +80,10 @@ class SchemaCompiler {
 
   // The schema's value, then every definition it refers to (and they refer to), in turn.
   RuleId compile(const json& s) {
+    // Measured without recursion before anything walks it: later steps (const values' text,
+    // comparing anyOf branches) recurse through the JSON as nlohmann does.
+    if (json_depth_exceeds(s, kMaxJsonDepth))
+      throw SchemaError("the schema's JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "");
     const RuleId r = value(s, "");
     while (!pending_.empty()) {
       const PendingRef p = pending_.back();

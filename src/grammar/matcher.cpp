@@ -24,6 +24,9 @@ Matcher::Matcher(const Grammar& g)
   sym_ = g.symbols().data();
   sets_ = g.byte_sets().data();
   nodes_.reserve(1024);
+  size_t slots = 16;
+  while (slots < 2 * max_heads_) slots *= 2;
+  seen_.assign(slots, {0, 0});
 }
 
 int32_t Matcher::push(uint32_t pos, int32_t parent) {
@@ -45,19 +48,25 @@ bool Matcher::same_chain(int32_t a, int32_t b) const {
 
 void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
   // Follow End (pop) and Rule (push each alternative) until every stack's top is a byte class.
+  // Alternatives wait in pending_ (an explicit stack, so a long chain of rules that each start
+  // with another costs no C++ stack), taken in their order: the first is followed at once.
+  const size_t base = pending_.size();
   while (true) {
-    if (overflowed_) return;
-    if (head >= 0 && nodes_[size_t(head)].depth > kMaxDepth) return;
+    if (overflowed_) break;
+    if (head >= 0 && nodes_[size_t(head)].depth > kMaxDepth) {
+      head = next_pending(base);
+      if (head == kNone) break;
+      continue;
+    }
     if (nodes_.size() - step_mark_ > max_nodes_ || out->size() - first >= max_heads_) {
       overflowed_ = true;
-      return;
+      break;
     }
     if (head < 0 || sym_[nodes_[size_t(head)].pos].kind == Symbol::Bytes) {
-      const uint64_t h = hash_of(head);
-      for (size_t i = first; i < out->size(); ++i)
-        if (hash_of((*out)[i]) == h && same_chain((*out)[i], head)) return;
-      out->push_back(head);
-      return;
+      if (!seen_before(head)) out->push_back(head);
+      head = next_pending(base);
+      if (head == kNone) break;
+      continue;
     }
     const Node n = nodes_[size_t(head)];
     const FlatSymbol& s = sym_[n.pos];
@@ -70,16 +79,48 @@ void Matcher::expand(int32_t head, std::vector<int32_t>* out, size_t first) {
     // states inside a string would ever share a cache key.
     const int32_t ret = sym_[n.pos + 1].kind == Symbol::End ? n.parent : push(n.pos + 1, n.parent);
     const auto& alts = g_.alternatives(s.arg);
-    for (size_t i = 0; i + 1 < alts.size(); ++i) expand(push(alts[i], ret), out, first);
-    head = push(alts.back(), ret);
+    for (size_t i = alts.size(); i-- > 1;) pending_.push_back({alts[i], ret});
+    head = push(alts[0], ret);
   }
+  pending_.resize(base);
+}
+
+bool Matcher::seen_before(int32_t head) {
+  // Open addressing over the heads found since begin_step(), stamped so that a step starts with
+  // an empty table without clearing it. At most max_heads_ entries in twice as many slots.
+  const uint64_t h = hash_of(head);
+  const size_t mask = seen_.size() - 1;
+  for (size_t i = size_t(h) & mask;; i = (i + 1) & mask) {
+    auto& [stamp, other] = seen_[i];
+    if (stamp != stamp_) {
+      stamp = stamp_;
+      other = head;
+      return false;
+    }
+    if (hash_of(other) == h && same_chain(other, head)) return true;
+  }
+}
+
+void Matcher::begin_step() {
+  step_mark_ = nodes_.size();
+  overflowed_ = false;
+  if (++stamp_ == 0) {  // wrapped: stale stamps could read as current
+    for (auto& e : seen_) e.first = 0;
+    stamp_ = 1;
+  }
+}
+
+int32_t Matcher::next_pending(size_t base) {
+  if (pending_.size() == base) return kNone;
+  const auto [pos, parent] = pending_.back();
+  pending_.pop_back();
+  return push(pos, parent);
 }
 
 void Matcher::initial(std::vector<int32_t>* heads) {
   heads->clear();
   nodes_.clear();
-  step_mark_ = 0;
-  overflowed_ = false;
+  begin_step();
   // A one-symbol sequence calling the root: a node at a Rule symbol. The grammar's flat form has
   // no such symbol of its own, so start from each of the root's alternatives directly.
   const auto& alts = g_.alternatives(g_.root());
@@ -89,8 +130,7 @@ void Matcher::initial(std::vector<int32_t>* heads) {
 
 bool Matcher::advance(const int32_t* heads, size_t n, uint8_t byte, std::vector<int32_t>* out) {
   const size_t first = out->size();
-  step_mark_ = nodes_.size();
-  overflowed_ = false;
+  begin_step();
   for (size_t i = 0; i < n && !overflowed_; ++i) {
     const int32_t h = heads[i];
     if (h < 0) continue;

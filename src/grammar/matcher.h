@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -54,8 +55,12 @@ class Matcher {
     uint64_t hash;   // of the whole chain, for deduplication
     uint32_t depth;
   };
+  static constexpr int32_t kNone = -2;  // no pending alternative
   int32_t push(uint32_t pos, int32_t parent);
   void expand(int32_t head, std::vector<int32_t>* out, size_t first);
+  int32_t next_pending(size_t base);  // the next alternative expand() set aside, pushed; kNone
+  void begin_step();                  // before an initial() or advance(): marks, an empty seen-table
+  bool seen_before(int32_t head);     // head's stack was found already this step (else remembers it)
   bool same_chain(int32_t a, int32_t b) const;
   uint64_t hash_of(int32_t head) const { return head < 0 ? 0x9e3779b97f4a7c15ull : nodes_[size_t(head)].hash; }
 
@@ -63,8 +68,11 @@ class Matcher {
   const FlatSymbol* sym_;
   const ByteSet* sets_;
   std::vector<Node> nodes_;
+  std::vector<std::pair<uint32_t, int32_t>> pending_;  // alternatives (position, stack below) expand() will take
   size_t max_heads_, max_nodes_;
   size_t step_mark_ = 0;  // nodes_.size() when the current initial() or advance() began
+  std::vector<std::pair<uint32_t, int32_t>> seen_;  // (stamp, head): this step's heads by hash
+  uint32_t stamp_ = 0;
   bool overflowed_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "server/output_constraint.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "grammar/json_schema.h"
@@ -121,7 +123,14 @@ std::shared_ptr<grammar::CompiledGrammar> OutputConstraints::compile(const Gener
     gr = grammar::json_object_grammar(limits_);
   }
   try {
-    return std::make_shared<grammar::CompiledGrammar>(std::move(gr), vocab_, mask_cache_bytes_);
+    // A grammar's memory is many small blocks (states, masks) spread through the allocator's
+    // arenas; glibc keeps freed pages in them unless asked. When the last holder of a grammar
+    // (the cache, or the last request using it) lets go, the freed pages go back to the system.
+    return std::shared_ptr<grammar::CompiledGrammar>(
+        new grammar::CompiledGrammar(std::move(gr), vocab_, mask_cache_bytes_), [](grammar::CompiledGrammar* cg) {
+          delete cg;
+          malloc_trim(0);
+        });
   } catch (const grammar::GrammarTooLarge& e) {
     throw invalid_request(std::string("the output constraint is too ambiguous to enforce: ") + e.what(),
                           g.response_format == ResponseFormat::JsonSchema ? "response_format" : "tools");

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <pthread.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +131,47 @@ TEST(HostileSchema, LongChainsOfDefinitionsCompileWithoutRecursion) {
     EXPECT_NE(std::string(e.what()).find("admits no finite value"), std::string::npos) << e.what();
     EXPECT_EQ(e.where().substr(0, 8), "/$defs/d") << e.what();
   }
+}
+
+// Runs f on a thread with a 256 KB stack: code that recurses per rule or per definition
+// overflows it long before the limits do.
+template <class F>
+void on_small_stack(F f) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 << 10);
+  pthread_t t;
+  auto run = [](void* p) -> void* {
+    (*static_cast<F*>(p))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&t, &attr, run, &f), 0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+TEST(HostileSchema, ChainsOfAlternativesCostNoStack) {
+  // d_i = anyOf[$ref d_{i+1}, null]: the matcher's first state walks 20,000 nested choices.
+  const int n = 20000;
+  json defs = json::object();
+  for (int i = 0; i < n; ++i)
+    defs["d" + std::to_string(i)] = json{{"anyOf", {{{"$ref", "#/$defs/d" + std::to_string(i + 1)}}, {{"type", "null"}}}}};
+  defs["d" + std::to_string(n)] = json{{"type", "integer"}};
+  GrammarLimits big;
+  big.max_rules = size_t(1) << 20;
+  big.max_symbols = size_t(1) << 22;
+  big.max_state_heads = size_t(1) << 16;
+  big.max_compile_seconds = 60;
+  bool null_ok = false, int_ok = false, str_ok = true;
+  on_small_stack([&] {
+    const Grammar g = json_schema_grammar(json{{"$defs", defs}, {"$ref", "#/$defs/d0"}}, big);
+    null_ok = matches(g, "null");
+    int_ok = matches(g, "7");
+    str_ok = matches(g, "\"s\"");
+  });
+  EXPECT_TRUE(null_ok);
+  EXPECT_TRUE(int_ok);
+  EXPECT_FALSE(str_ok);
 }
 
 TEST(HostileSchema, DeepInlineNestingIsRefused) {

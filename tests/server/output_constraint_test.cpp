@@ -419,3 +419,82 @@ TEST(OutputConstraints, UnsupportedSchemaIsA400NamingTheKeywordAndWhere) {
 
 }  // namespace
 }  // namespace ds::server
+
+namespace ds::server {
+namespace {
+
+GenerationRequest schema_request(const std::string& schema) {
+  GenerationRequest s;
+  s.chat = true;
+  s.response_format = ResponseFormat::JsonSchema;
+  s.response_schema = ordered_json::parse(schema);
+  return s;
+}
+
+TEST(OutputConstraintsHostile, LoopingSchemasAre400sNamingTheDefinition) {
+  const Tokenizer tok = make_tokenizer(false, false);
+  OutputConstraints oc(tok, tok.vocab_size(), ChatFormat::ChatML);
+  const std::string expr = R"({"$defs":{"expr":{"anyOf":[{"type":"object","properties":{"l":{"$ref":"#/$defs/expr"}}},
+      {"$ref":"#/$defs/expr"},{"type":"integer"}]}},"$ref":"#/$defs/expr"})";
+  try {
+    oc.for_request(schema_request(expr));
+    FAIL() << "accepted a left-recursive schema";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "response_format");
+    EXPECT_NE(std::string(e.what()).find("#/$defs/expr"), std::string::npos) << e.what();
+  }
+  // The same as a tool's parameters under tool_choice "required": the tool and the definition.
+  GenerationRequest g = tools_request(ToolChoice::Required);
+  g.tools[1].parameters = ordered_json::parse(R"({"type":"object","properties":{"q":{"$ref":"#/$defs/t"}},
+      "$defs":{"t":{"type":"object","properties":{"n":{"$ref":"#/$defs/t"}},"required":["n"]}}})");
+  try {
+    oc.for_request(g);
+    FAIL() << "accepted a tool schema with no finite value";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "tools");
+    EXPECT_NE(std::string(e.what()).find("/tools/1/function/parameters/$defs/t"), std::string::npos) << e.what();
+  }
+  // An optional self-reference is fine: the endless property is dropped, the rest decodes.
+  GenerationRequest ok = schema_request(R"({"$defs":{"t":{"type":"object","properties":{"n":{"$ref":"#/$defs/t"}},
+      "required":["n"]}},"type":"object","properties":{"a":{"type":"integer"},"b":{"$ref":"#/$defs/t"}},"required":["a"]})");
+  auto c = oc.for_request(ok);
+  std::mt19937 rng(3);
+  const Walk w = random_walk(*c, rng);
+  ASSERT_TRUE(w.completed);
+  const nlohmann::json v = nlohmann::json::parse(tok.decode(w.ids));
+  EXPECT_TRUE(v.contains("a") && !v.contains("b")) << v.dump();
+}
+
+TEST(OutputConstraintsHostile, TheFirstMaskIsComputedBeforeTheEngineSeesTheRequest) {
+  // The engine's first step for a request with a new schema finds its mask cached: the compile
+  // (and that walk of the vocabulary) was the handler thread's.
+  const Tokenizer tok = make_tokenizer(false, false);
+  OutputConstraints oc(tok, tok.vocab_size(), ChatFormat::ChatML);
+  auto c = oc.for_request(schema_request(R"({"type":"object","properties":{"x":{"enum":["a","b"]}}})"));
+  c->allowed();
+  EXPECT_EQ(c->masks_computed(), 0);
+  EXPECT_EQ(c->masks_cached(), 1);
+}
+
+TEST(OutputConstraintsHostile, TheGrammarCacheIsBoundedByBytes) {
+  const Tokenizer tok = make_tokenizer(false, false);
+  const size_t budget = 2u << 20;
+  OutputConstraints oc(tok, tok.vocab_size(), ChatFormat::ChatML, /*max_grammars=*/32, /*mask bytes=*/1u << 20, {}, budget);
+  for (int k = 0; k < 12; ++k) {
+    ordered_json values = ordered_json::array();
+    for (int i = 0; i < 3000; ++i) values.push_back("v" + std::to_string(k) + "_" + std::to_string(i));
+    GenerationRequest s;
+    s.chat = true;
+    s.response_format = ResponseFormat::JsonSchema;
+    s.response_schema = {{"enum", values}};
+    oc.for_request(s)->allowed();
+    EXPECT_LE(oc.cached_bytes(), budget) << "after " << k + 1 << " grammars";
+  }
+  EXPECT_GT(oc.grammars_evicted(), 0);
+  EXPECT_LT(oc.cached_grammars(), 12u);
+}
+
+}  // namespace
+}  // namespace ds::server
