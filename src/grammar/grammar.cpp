@@ -184,11 +184,14 @@ void Grammar::prune_and_check() {
     for (auto [r, a] : users[x])
       if (--pending[r][a] == 0 && !productive[r]) productive[r] = 1, work.push_back(r);
   }
-  if (!productive[root_]) {
-    // Name an unproductive rule the root reaches.
-    std::vector<RuleId> reached{root_};
+  std::vector<RuleId> must_end = must_end_;
+  must_end.insert(must_end.begin(), root_);
+  for (RuleId top : must_end) {
+    if (productive[top]) continue;
+    // Name an unproductive rule it reaches.
+    std::vector<RuleId> reached{top};
     std::vector<char> seen(R, 0);
-    seen[root_] = 1;
+    seen[top] = 1;
     for (size_t i = 0; i < reached.size(); ++i)
       for (const auto& alt : rules_[reached[i]])
         for (const Symbol& s : alt)

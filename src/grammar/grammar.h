@@ -93,6 +93,10 @@ class Grammar {
     has_root_ = true;
   }
   RuleId root() const { return root_; }
+  // finish() refuses a rule without a finite sentence only at the root: elsewhere such a rule's
+  // alternatives are dropped. A rule named here must have one too (a tool's arguments: the
+  // choice among tools must not silently lose one).
+  void require_finite(RuleId r) { must_end_.push_back(r); }
   const GrammarLimits& limits() const { return limits_; }
   // Throws GrammarTooLarge once the compile deadline has passed (the builders call it in their
   // loops; new_rule and add_alternative call it too).
@@ -142,6 +146,7 @@ class Grammar {
   std::vector<std::string> names_;
   std::vector<std::vector<std::vector<Symbol>>> rules_;
   RuleId root_ = 0;
+  std::vector<RuleId> must_end_;
   bool has_root_ = false;
   bool finished_ = false;
   size_t num_symbols_ = 0;

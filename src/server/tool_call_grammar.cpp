@@ -61,6 +61,7 @@ Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>&
     any = true;
     first_rule.push_back({RuleId(g.num_rules()), i});
     const RuleId args = arguments_rule(g, t, i);
+    g.require_finite(args);
     std::vector<Symbol> seq;
     if (format == ToolFormat::HermesJson) {
       append(&seq, mark(kHermesToolCallOpen));

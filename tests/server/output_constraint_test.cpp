@@ -446,7 +446,7 @@ TEST(OutputConstraintsHostile, LoopingSchemasAre400sNamingTheDefinition) {
   }
   // The same as a tool's parameters under tool_choice "required": the tool and the definition.
   GenerationRequest g = tools_request(ToolChoice::Required);
-  g.tools[1].parameters = ordered_json::parse(R"({"type":"object","properties":{"q":{"$ref":"#/$defs/t"}},
+  g.tools[1].parameters = ordered_json::parse(R"({"type":"object","properties":{"q":{"$ref":"#/$defs/t"}},"required":["q"],
       "$defs":{"t":{"type":"object","properties":{"n":{"$ref":"#/$defs/t"}},"required":["n"]}}})");
   try {
     oc.for_request(g);
@@ -480,7 +480,7 @@ TEST(OutputConstraintsHostile, TheFirstMaskIsComputedBeforeTheEngineSeesTheReque
 
 TEST(OutputConstraintsHostile, TheGrammarCacheIsBoundedByBytes) {
   const Tokenizer tok = make_tokenizer(false, false);
-  const size_t budget = 2u << 20;
+  const size_t budget = 512u << 10;  // each grammar below holds about 150 KB
   OutputConstraints oc(tok, tok.vocab_size(), ChatFormat::ChatML, /*max_grammars=*/32, /*mask bytes=*/1u << 20, {}, budget);
   for (int k = 0; k < 12; ++k) {
     ordered_json values = ordered_json::array();
@@ -491,6 +491,9 @@ TEST(OutputConstraintsHostile, TheGrammarCacheIsBoundedByBytes) {
     s.response_schema = {{"enum", values}};
     oc.for_request(s)->allowed();
     EXPECT_LE(oc.cached_bytes(), budget) << "after " << k + 1 << " grammars";
+    if (k == 0) {
+      EXPECT_GT(oc.cached_bytes(), budget / 8) << "the grammars are as large as the test assumes";
+    }
   }
   EXPECT_GT(oc.grammars_evicted(), 0);
   EXPECT_LT(oc.cached_grammars(), 12u);
