@@ -78,5 +78,32 @@ TEST(RequestGuard, ApiKeyComparedWhole) {
   EXPECT_FALSE(constant_time_equal("", "a"));
 }
 
+// DNS rebinding: only names no DNS server answers for count as loopback. A name that starts
+// like an address (127.attacker.example, 127.0.0.1.evil.com) is an ordinary DNS name.
+TEST(RequestGuard, LoopbackHostsAreLiteralsOrLocalhostOnly) {
+  GuardSettings loop{"127.0.0.1", {}, {}, {}};
+  for (const char* ok : {"127.0.0.1", "127.0.0.1:8000", "127.1.2.3", "127.255.255.255:1", "127.0.0.1:", "localhost",
+                         "LOCALHOST:8000", "LocalHost", "[::1]", "[::1]:8000", "[0:0:0:0:0:0:0:1]", "[0::1]:80",
+                         "[::0001]", "[::ffff:127.0.0.1]", "[::FFFF:127.9.8.7]:1"})
+    EXPECT_EQ(status(loop, post(ok)), 200) << ok;
+  for (const char* bad :
+       {"127.attacker.example", "127.0.0.1.evil.com", "127.0.0.1.evil.com:8000", "127.evil", "127.", "127.0.0.1.",
+        "127.0.0", "127.1", "127.0.0.256", "127.0.0.1.1", "0x7f.0.0.1", "0x7f000001", "0177.0.0.1", "127.00.0.1",
+        "2130706433", "127.0.0.1:80:80", "127.0.0.1:http", "127.0.0.1:1234567", "localhost.evil", "localhost.",
+        "evil-localhost", "sub.localhost.evil.example", "::1", "[::1]evil", "[::1]:80x", "[::2]", "[::1%eth0]",
+        "[::ffff:10.0.0.1]", "[::127.0.0.1]", "[]", ":8000", "10.0.0.1", "128.0.0.1", "126.0.0.1"})
+    EXPECT_EQ(status(loop, post(bad)), 403) << bad;
+  // The same rules when listening on another loopback spelling.
+  EXPECT_EQ(status(GuardSettings{"localhost", {}, {}, {}}, post("127.0.0.1:1")), 200);
+  EXPECT_EQ(status(GuardSettings{"localhost", {}, {}, {}}, post("127.attacker.example")), 403);
+  EXPECT_EQ(status(GuardSettings{"::1", {}, {}, {}}, post("127.0.0.1.evil.com")), 403);
+  // --allowed-hosts still adds names, and the listening address is still accepted by name.
+  EXPECT_EQ(status(GuardSettings{"127.0.0.1", {"127.attacker.example"}, {}, {}}, post("127.attacker.example:1")), 200);
+  EXPECT_EQ(status(GuardSettings{"10.1.2.3", {}, {}, {}}, post("10.1.2.3:8000")), 200);
+  EXPECT_EQ(status(GuardSettings{"10.1.2.3", {}, {}, {}}, post("127.0.0.1")), 403);
+  EXPECT_TRUE(is_loopback_host("127.3.2.1:9"));
+  EXPECT_FALSE(is_loopback_host("127.3.2.1.nip.io"));
+}
+
 }  // namespace
 }  // namespace ds::server
