@@ -84,6 +84,19 @@ bool needs_auth(const std::string& path) {
   return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
 }
 
+// RFC 9110's token characters: what a header name may hold.
+bool is_token(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr("!#$%&'*+-.^_`|~", c)) return false;
+  return true;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
 }  // namespace
 
 bool is_loopback_host(const std::string& host) {
@@ -102,6 +115,41 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
     diff |= static_cast<unsigned char>(x ^ y);
   }
   return diff == 0;
+}
+
+bool is_preflight(const RequestFacts& r) {
+  return r.method == "OPTIONS" && !r.origin.empty() && !r.cors_request_method.empty();
+}
+
+bool origin_allowed(const GuardSettings& g, const std::string& origin) {
+  return !origin.empty() && listed(g.allowed_origins, lower(origin));
+}
+
+std::vector<http::Header> cors_headers(const GuardSettings& g, const std::string& origin) {
+  if (!origin_allowed(g, origin)) return {};
+  return {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
+}
+
+std::vector<http::Header> preflight_headers(const GuardSettings& g, const std::string& origin,
+                                            const std::string& requested_headers) {
+  std::vector<http::Header> h = cors_headers(g, origin);
+  if (h.empty()) return h;
+  std::vector<std::string> names = {"content-type", "authorization", "x-api-key", "anthropic-version"};
+  // What the page asked for, when it is a list of header names (anything else is left out, so
+  // nothing the client wrote reaches the answer but names).
+  size_t i = 0;
+  while (i <= requested_headers.size() && names.size() < 64) {
+    const size_t comma = std::min(requested_headers.find(',', i), requested_headers.size());
+    const std::string name = lower(trim(requested_headers.substr(i, comma - i)));
+    if (is_token(name) && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    i = comma + 1;
+  }
+  std::string allowed;
+  for (const auto& n : names) allowed += (allowed.empty() ? "" : ", ") + n;
+  h.push_back({"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"});
+  h.push_back({"Access-Control-Allow-Headers", allowed});
+  h.push_back({"Access-Control-Max-Age", "600"});
+  return h;
 }
 
 std::optional<ApiError> check_request(const GuardSettings& g, const RequestFacts& r) {
@@ -124,10 +172,12 @@ std::optional<ApiError> check_request(const GuardSettings& g, const RequestFacts
                       "Host '" + r.host + "' is not this server's; list it with --allowed-hosts", {}, {}, "forbidden");
   }
   // Origin: browsers send it on cross-origin requests; API clients do not.
-  if (!r.origin.empty() && !listed(g.allowed_origins, lower(r.origin)))
+  if (!r.origin.empty() && !origin_allowed(g, r.origin))
     return ApiError(403, "invalid_request_error",
                     "cross-origin requests from '" + r.origin + "' are refused; list the origin with --allowed-origins",
                     {}, {}, "forbidden");
+  // A listed origin's preflight: browsers send it without credentials or a body.
+  if (is_preflight(r)) return std::nullopt;
   if (r.method == "POST") {
     const std::string ct = lower(r.content_type.substr(0, r.content_type.find(';')));
     const size_t b = ct.find_first_not_of(' '), e = ct.find_last_not_of(' ');
