@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "model/gguf_file.h"
 #include "model/gguf_model.h"
 #include "model/model_files.h"
@@ -191,12 +192,7 @@ int ModelConfig::num_layers_of(MixerKind k) const {
 }
 
 ModelConfig parse_model_config(const std::string& text, const std::string& where) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(where + ": invalid JSON: " + e.what());
-  }
+  const json j = parse_json(text, where);
   DS_CHECK(j.is_object(), where + ": config must be a JSON object");
   Reader r{j, where};
   ModelConfig c;

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "model/gguf_file.h"
 #include "model/gguf_model.h"
 
@@ -190,11 +191,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path, bool prefetch) {
   const char* hb = reinterpret_cast<const char*>(base + 8);
   json header;
   try {
-    header = json::parse(hb, hb + n, cb, /*allow_exceptions=*/false);
-  } catch (const json::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what());
+    header = parse_json(std::string_view(hb, size_t(n)), "header", kMaxJsonDepth, cb);
+  } catch (const JsonError& e) {
+    fail(path, e.what());
   }
-  if (header.is_discarded()) fail(path, "header is not valid JSON");
   if (!header.is_object()) fail(path, "header is not a JSON object");
   if (!duplicate.empty()) fail_tensor(path, duplicate, "appears twice in the header");
 
@@ -299,8 +299,8 @@ WeightStore WeightStore::open(const std::string& dir) {
 
   if (fs::is_regular_file(index_path, ec)) {
     const std::string where = index_path.string();
-    json index = json::parse(read_text_file(index_path), nullptr, /*allow_exceptions=*/false);
-    if (index.is_discarded() || !index.is_object()) throw Error(where + ": not a JSON object");
+    const json index = parse_json(read_text_file(index_path), where);
+    if (!index.is_object()) throw Error(where + ": not a JSON object");
     auto wm = index.find("weight_map");
     if (wm == index.end() || !wm->is_object())
       throw Error(where + ": missing or non-object 'weight_map'");

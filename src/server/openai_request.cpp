@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "core/json_parse.h"
 
 namespace ds::server {
 
@@ -12,7 +13,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMaxJsonDepth = 32;
+// No OpenAI request nests deeper than a few levels; refusing deep nesting while parsing keeps a
+// hostile body from costing memory, time, or the stack of whatever walks it later.
+constexpr int kMaxBodyDepth = 32;
 
 std::string type_name(const json& v) {
   switch (v.type()) {
@@ -314,37 +317,26 @@ std::string content_text(const json& c, const std::string& where) {
                             type_name(c), where);
 }
 
+template <class Json>
+Json parse_body(const std::string& body) {
+  try {
+    return parse_json<Json>(body, "the request body", kMaxBodyDepth);
+  } catch (const JsonError& e) {  // not JSON, too deep, or a number too large for a double
+    throw invalid_request(e.what());
+  }
+}
+
 }  // namespace
 
 json parse_json_body(const std::string& body) {
-  json j;
-  try {
-    // No OpenAI request nests deeper than a few levels; refusing deep nesting early keeps a
-    // hostile body from costing memory and time.
-    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
-      if (depth > kMaxJsonDepth)
-        throw invalid_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-      return true;
-    });
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
+  const json j = parse_body<json>(body);
   if (!j.is_object())
     throw invalid_request("the request body must be a JSON object, got " + type_name(j));
   return j;
 }
 
 ojson parse_json_body_ordered(const std::string& body) {
-  ojson j;
-  try {
-    j = ojson::parse(body, [](int depth, ojson::parse_event_t, ojson&) {
-      if (depth > kMaxJsonDepth)
-        throw invalid_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-      return true;
-    });
-  } catch (const ojson::exception& e) {
-    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
+  const ojson j = parse_body<ojson>(body);
   if (!j.is_object()) throw invalid_request("the request body must be a JSON object, got " + std::string(j.type_name()));
   return j;
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_data.h"
 
@@ -170,12 +171,7 @@ PreTokenizer parse_pre_tokenizer(const Json& j, const std::string& where) {
 Tokenizer Tokenizer::from_json_text(const std::string& json_text, const std::string& where) {
   using namespace tokenizer_json;
   using Json = nlohmann::json;
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    throw Error(where + ": not valid JSON: " + e.what());
-  }
+  const Json root = parse_json<Json>(json_text, where);
   if (!root.is_object()) throw Error(where + ": expected a JSON object at the top level");
 
   auto data = std::make_shared<Data>();

@@ -30,7 +30,7 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"model_type": "llama", "hidden_size": "8"})").find("'hidden_size' must be an integer"),
             std::string::npos);
-  EXPECT_NE(error_of("{nope").find("invalid JSON"), std::string::npos);
+  EXPECT_NE(error_of("{nope").find("not valid JSON"), std::string::npos);
   // GQA's RoPE keeps a head's angles on the stack: head_dim is bounded.
   EXPECT_NE(error_of(R"({"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 1, "vocab_size": 10,
       "intermediate_size": 16, "num_attention_heads": 1, "head_dim": 1024})")
@@ -42,6 +42,19 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
       R"({"model_type": "kimi_linear", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10,
           "intermediate_size": 16, "linear_attn_config": {"num_heads": 1, "head_dim": 8, "kda_layers": [1, 3]}})";
   EXPECT_NE(error_of(kimi).find("kda_layers entry 3"), std::string::npos) << error_of(kimi);
+}
+
+// A value nested a million levels deep once parsed, then overflowed the stack when the error
+// for it was written (dump() recurses per level). It is refused while parsing, naming the limit.
+TEST(ModelConfig, DeepNestingIsRefusedNamingTheLimit) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  for (const std::string& text :
+       {R"({"model_type": "llama", "hidden_act": )" + deep + "}", R"({"model_type": )" + deep + "}", deep,
+        R"({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10, "intermediate_size": 16,
+            "num_attention_heads": 1, "rope_scaling": )" + deep + "}"}) {
+    const std::string e = error_of(text);
+    EXPECT_NE(e.find("config.json: JSON nests deeper than 256 levels"), std::string::npos) << e.substr(0, 300);
+  }
 }
 
 TEST(ModelConfig, KimiLayerKindsFollowTheRealConvention) {

@@ -38,6 +38,17 @@ TEST(LoaderErrors, NotJson) {
   expect_error("[1, 2]", {"object"});
 }
 
+// Nesting deeper than any tokenizer needs is refused while parsing, naming the limit: an error
+// message that dumps a field once recursed through all of its levels.
+TEST(LoaderErrors, DeepNestingIsRefusedNamingTheLimit) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  expect_error(deep, {"nests deeper than 256 levels"});
+  json j = test::tiny_json({});
+  const std::string text = j.dump();
+  expect_error("{\"normalizer\": " + deep + ", " + text.substr(1), {"nests deeper than 256 levels"});
+  expect_error(text.substr(0, text.size() - 1) + ", \"x\": " + std::string(500000, '['), {"nests deeper than 256 levels"});
+}
+
 TEST(LoaderErrors, UnsupportedTypesNameTheField) {
   expect_error([](json& j) { j["model"]["type"] = "WordPiece"; }, {"model.type", "WordPiece", "BPE"});
   expect_error([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, {"normalizer", "NFC"});
