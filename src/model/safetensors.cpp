@@ -117,6 +117,9 @@ TensorView parse_entry(const std::string& path, const std::string& name, const j
 
   auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) fail_tensor(path, name, "missing or non-array 'shape'");
+  if (sh->size() > kMaxSafetensorsDims)
+    fail_tensor(path, name, "shape has " + std::to_string(sh->size()) + " dims, outside [0, " +
+                                std::to_string(kMaxSafetensorsDims) + "]");
   uint64_t numel = 1;
   for (const json& d : *sh) {
     if (d.is_number_integer() && !d.is_number_unsigned())
@@ -185,13 +188,18 @@ SafetensorsFile SafetensorsFile::open(const std::string& path, bool prefetch) {
     if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
       if (!seen.insert(parsed.get<std::string>()).second && duplicate.empty())
         duplicate = parsed.get<std::string>();
+      if (seen.size() > kMaxSafetensorsTensors)
+        throw Error("safetensors file '" + path + "': the header has more than " + std::to_string(kMaxSafetensorsTensors) +
+                    " entries");
     }
     return true;
   };
   const char* hb = reinterpret_cast<const char*>(base + 8);
   json header;
   try {
-    header = parse_json(std::string_view(hb, size_t(n)), "header", kMaxJsonDepth, cb);
+    // The header is {name: {"dtype", "shape": [..], "data_offsets": [..]}, "__metadata__": {..}}:
+    // nothing in it nests deeper than 3, so nothing deeper is built.
+    header = parse_json(std::string_view(hb, size_t(n)), "header", 3, cb);
   } catch (const JsonError& e) {
     fail(path, e.what());
   }
