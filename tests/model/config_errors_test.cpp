@@ -46,11 +46,14 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
 }
 
 // A value nested a million levels deep once parsed, then overflowed the stack when the error
-// for it was written (dump() recurses per level). It is refused while parsing, naming the limit.
+// for it was written (hidden_act's message dumps it; dump() recurses per level). It is refused
+// while parsing, naming the limit.
 TEST(ModelConfig, DeepNestingIsRefusedNamingTheLimit) {
   const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
   for (const std::string& text :
-       {R"({"model_type": "llama", "hidden_act": )" + deep + "}", R"({"model_type": )" + deep + "}", deep,
+       {R"({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10, "intermediate_size": 16,
+            "hidden_act": )" + deep + "}",
+        R"({"model_type": )" + deep + "}", deep,
         R"({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10, "intermediate_size": 16,
             "num_attention_heads": 1, "rope_scaling": )" + deep + "}"}) {
     const std::string e = error_of(text);
