@@ -49,6 +49,18 @@ TEST(LoaderErrors, DeepNestingIsRefusedNamingTheLimit) {
   expect_error(text.substr(0, text.size() - 1) + ", \"x\": " + std::string(500000, '['), {"nests deeper than 256 levels"});
 }
 
+// Tables are sized by the highest id: a three-token file with an id of 2^24 - 1 once cost
+// ~700 MB of empty entries. The id span is bounded by the tokens the file defines.
+TEST(LoaderErrors, IdsFarPastTheDefinedTokensAreRefused) {
+  expect_error([](json& j) { j["added_tokens"].push_back({{"id", 16777215}, {"content", "<|far|>"}, {"special", true}}); },
+               {"model.vocab", "token ids reach 16777215", "[0, "});
+  expect_error([](json& j) { j["model"]["vocab"]["zz"] = 10000000; }, {"model.vocab", "token ids reach 10000000"});
+  // Holes a real vocabulary has (padding, reserved ids) are fine.
+  json j = test::tiny_json({});
+  j["added_tokens"].push_back({{"id", 60000}, {"content", "<|reserved|>"}, {"special", true}});
+  EXPECT_EQ(Tokenizer::from_json_text(j.dump(), "ok.json").token_id("<|reserved|>"), 60000);
+}
+
 TEST(LoaderErrors, UnsupportedTypesNameTheField) {
   expect_error([](json& j) { j["model"]["type"] = "WordPiece"; }, {"model.type", "WordPiece", "BPE"});
   expect_error([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, {"normalizer", "NFC"});
