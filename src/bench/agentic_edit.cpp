@@ -9,6 +9,7 @@
 #include "bench/hash.h"
 #include "bench/text_file.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace ds::bench {
 
@@ -16,7 +17,7 @@ using nlohmann::json;
 
 std::vector<EditFile> load_edit_files(const std::string& corpus_json) {
   DS_CHECK(std::filesystem::exists(corpus_json), "--edit-corpus " + corpus_json + " does not exist");
-  const json c = json::parse(read_text_file(corpus_json), nullptr, false);
+  const json c = parse_json_or_discarded(read_text_file(corpus_json));
   DS_CHECK(c.is_object() && c.contains("root") && c.contains("heldout_paths") && c["heldout_paths"].is_array(),
            "--edit-corpus " + corpus_json + " has no root and heldout_paths");
   const std::filesystem::path root = c["root"].get<std::string>();

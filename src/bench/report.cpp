@@ -7,6 +7,7 @@
 
 #include "bench/text_file.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace ds::bench {
 
@@ -120,7 +121,7 @@ ReportAssets ReportAssets::load(const std::string& hint) {
     }
     ReportAssets a;
     a.chart_js = read_text_file((root / kChartFile).string());
-    json pkg = json::parse(read_text_file((root / "node_modules/chart.js/package.json").string()), nullptr, false);
+    json pkg = parse_json_or_discarded(read_text_file((root / "node_modules/chart.js/package.json").string()));
     a.chart_version = pkg.is_object() ? pkg.value("version", "") : "";
     a.page = read_text_file((root / "src/bench/report/report.html").string());
     a.script = read_text_file((root / "src/bench/report/report.js").string());

@@ -6,6 +6,7 @@
 
 #include "bench/text_file.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace ds::bench {
 
@@ -109,9 +110,7 @@ void write_point(const std::string& dir, const json& result,
 namespace {
 
 json read_json(const fs::path& p) {
-  json j = json::parse(read_text_file(p.string()), nullptr, false);
-  DS_CHECK(!j.is_discarded(), p.string() + ": not valid JSON");
-  return j;
+  return parse_json(read_text_file(p.string()), p.string());
 }
 
 LoadedResult load_one(const fs::path& p) {
@@ -128,9 +127,7 @@ LoadedResult load_one(const fs::path& p) {
   while (f && std::getline(f, line)) {
     ++n;
     if (line.empty()) continue;
-    json j = json::parse(line, nullptr, false);
-    DS_CHECK(!j.is_discarded(), req.string() + ":" + std::to_string(n) + ": not valid JSON");
-    r.requests.push_back(std::move(j));
+    r.requests.push_back(parse_json(line, req.string() + ":" + std::to_string(n)));
   }
   return r;
 }

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/json_parse.h"
+
 namespace ds::bench {
 
 using nlohmann::json;
@@ -84,7 +86,7 @@ std::optional<std::string> ServerProbe::get(const std::string& path) const {
 json ServerProbe::models() const {
   auto body = get("/v1/models");
   if (!body) return nullptr;
-  json j = json::parse(*body, nullptr, false);
+  json j = parse_json_or_discarded(*body);
   return j.is_discarded() ? json(nullptr) : j;
 }
 

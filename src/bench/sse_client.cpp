@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "core/json_parse.h"
+
 namespace ds::bench {
 
 using nlohmann::json;
@@ -88,7 +90,7 @@ StreamResult post_stream(httplib::Client& client, const StreamRequest& req,
       done = true;
       return;
     }
-    json j = json::parse(data, nullptr, false);
+    json j = parse_json_or_discarded(data);
     if (j.is_discarded() || !j.is_object()) {
       if (r.error.empty()) r.error = "unparseable stream event: " + data.substr(0, 200);
       return;

@@ -7,6 +7,7 @@
 #include "bench/text_file.h"
 #include "bench/trace_util.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace ds::bench {
 
@@ -123,8 +124,8 @@ Workload parse_agentic(const std::string& text, const std::string& name, int64_t
   size_t error_byte = 0;
   std::string error_what;
   try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+    doc = parse_json(text, "the whole file");
+  } catch (const JsonError& e) {
     whole = false;
     error_byte = e.byte;
     error_what = e.what();
@@ -152,12 +153,11 @@ Workload parse_agentic(const std::string& text, const std::string& name, int64_t
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       json j;
       try {
-        j = json::parse(line);
-      } catch (const json::parse_error& e) {
-        if (w.sessions.empty() && line_no == 1 && line_of(text, error_byte) > 1)
-          throw Error(name + ":" + std::to_string(line_of(text, error_byte)) +
-                      ": not valid JSON (" + error_what + ")");
-        throw Error(name + ":" + std::to_string(line_no) + ": not valid JSON (" + e.what() + ")");
+        j = parse_json(line, name + ":" + std::to_string(line_no));
+      } catch (const JsonError& e) {
+        if (w.sessions.empty() && line_no == 1 && error_byte > 0 && line_of(text, error_byte) > 1)
+          throw Error(name + ":" + std::to_string(line_of(text, error_byte)) + ": " + error_what);
+        throw;
       }
       parse_trace(j, w, name + ":" + std::to_string(line_no), seen);
     }

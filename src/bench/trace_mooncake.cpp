@@ -6,6 +6,7 @@
 
 #include "bench/trace_util.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace ds::bench {
 
@@ -27,9 +28,9 @@ Workload parse_mooncake(std::istream& in, const std::string& name, int64_t block
     const std::string where = name + ":" + std::to_string(line_no);
     json j;
     try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      throw Error(where + ": not valid JSON (" + e.what() + ")");
+      j = parse_json(line, where);
+    } catch (const JsonError& e) {
+      throw Error(e.what());
     }
     DS_CHECK(j.is_object(), where + ": expected a JSON object per line");
     TraceRequest r;

@@ -6,6 +6,7 @@
 #include "bench/trace_agentic.h"
 #include "bench/trace_mooncake.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace ds::bench {
 
@@ -15,7 +16,7 @@ std::string detect_trace_format(const std::string& path) {
   std::string line;
   while (std::getline(f, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
+    auto j = parse_json_or_discarded(line);
     return !j.is_discarded() && j.is_object() && j.contains("input_length") ? "mooncake" : "agentic";
   }
   throw Error(path + ": the trace is empty");

@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "model/model_files.h"
@@ -66,8 +67,8 @@ std::vector<std::vector<int32_t>> read_prompts(const std::string& path, const To
   while (std::getline(f, line)) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     const std::string where = path + ":" + std::to_string(n);
+    const nlohmann::json j = parse_json(line, where);
     DS_CHECK(j.is_object(), where + ": expected a JSON object {\"prompt\": ...} per line");
     if (j.contains("prompt_ids")) {
       DS_CHECK(j["prompt_ids"].is_array(), where + ": 'prompt_ids' must be an array of token ids");

@@ -18,22 +18,29 @@ struct SpecFlags {
   double confidence = 0;
   std::string golden;
   SuffixOptions suffix;
+  // The options whose use depends on another flag, to tell given from defaulted (null: never
+  // registered, as in tests that fill the fields by hand).
+  const CLI::Option* method_opt = nullptr;
+  const CLI::Option* draft_sample_opt = nullptr;
+  const CLI::Option* confidence_opt = nullptr;
+  const CLI::Option* suffix_cache_opt = nullptr;
+  const CLI::Option* suffix_depth_opt = nullptr;
 };
 
 inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
   cmd->add_option("--draft-model", f->draft_model, "Draft model directory (same tokenizer): enables speculative decoding");
   cmd->add_option("--num-speculative-tokens", f->k,
                   "Draft tokens per round, 1..16, or auto: chosen per sequence and step by the cost model");
-  cmd->add_option("--spec-method", f->method,
+  f->method_opt = cmd->add_option("--spec-method", f->method,
                   "Verification (greedy, probabilistic or block; temperature 0 is always greedy), or suffix: draft "
                   "from suffix tries over the session's tokens and recent outputs, no draft model")
       ->capture_default_str();
   cmd->add_option("--spec-verify", f->verify, "Verification when --spec-method is suffix: greedy, probabilistic or block (default block)");
-  cmd->add_option("--suffix-cache-tokens", f->suffix.cache_tokens, "Suffix drafting: recent outputs the global trie keeps, in tokens")
+  f->suffix_cache_opt = cmd->add_option("--suffix-cache-tokens", f->suffix.cache_tokens, "Suffix drafting: recent outputs the global trie keeps, in tokens")
       ->capture_default_str();
-  cmd->add_option("--suffix-max-depth", f->suffix.max_depth, "Suffix drafting: longest pattern plus proposal the tries hold")
+  f->suffix_depth_opt = cmd->add_option("--suffix-max-depth", f->suffix.max_depth, "Suffix drafting: longest pattern plus proposal the tries hold")
       ->capture_default_str();
-  cmd->add_option("--draft-sample", f->draft_sample, "How the draft picks its tokens: greedy or probabilistic")
+  f->draft_sample_opt = cmd->add_option("--draft-sample", f->draft_sample, "How the draft picks its tokens: greedy or probabilistic")
       ->capture_default_str();
   cmd->add_option("--state-rollback", f->rollback,
                   "How the target's KDA state rolls back after a partial accept: lanes or replay")
@@ -43,15 +50,39 @@ inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
       ->capture_default_str();
   cmd->add_option("--spec-acceptance-length", f->al,
                   "Benchmarks only: accept this mean number of tokens per round whatever the target says");
-  cmd->add_option("--draft-confidence-threshold", f->confidence,
+  f->confidence_opt = cmd->add_option("--draft-confidence-threshold", f->confidence,
                   "Parallel drafter only: end a round where its confidence head puts the chance that the "
                   "drafted prefix survives below this (0: off; in [0, 1))")
       ->capture_default_str();
   cmd->add_option("--golden-al", f->golden, "Benchmarks only: read the acceptance length for K from this golden curve (YAML)");
 }
 
+// Flags that only mean something with another: the error names the flag that is missing,
+// rather than complaining about the value a missing flag left behind (an absent
+// --num-speculative-tokens is not "0 outside [1, 16]").
+inline void check_spec_flag_pairs(const SpecFlags& f) {
+  auto given = [](const CLI::Option* o) { return o != nullptr && o->count() > 0; };
+  const bool suffix = f.method == "suffix";
+  const std::string source = suffix ? "--spec-method suffix" : "--draft-model";
+  if (f.k.empty() && (suffix || !f.draft_model.empty()))
+    throw Error(source + " needs --num-speculative-tokens: draft tokens per round, a count in [1, " +
+                std::to_string(kMaxSpeculativeTokens) + "], or auto");
+  if (!suffix) {
+    if (given(f.suffix_depth_opt)) throw Error("--suffix-max-depth goes with --spec-method suffix");
+    if (given(f.suffix_cache_opt)) throw Error("--suffix-cache-tokens goes with --spec-method suffix");
+  }
+  if (f.draft_model.empty()) {
+    if (given(f.method_opt) && !suffix)
+      throw Error("--spec-method " + f.method + " needs --draft-model (it verifies a draft model's tokens; "
+                  "--spec-method suffix drafts without one)");
+    if (given(f.draft_sample_opt)) throw Error("--draft-sample needs --draft-model (it is how a draft model picks its tokens)");
+    if (given(f.confidence_opt)) throw Error("--draft-confidence-threshold needs --draft-model (a parallel drafter)");
+  }
+}
+
 // Into the engine's options; resolve_spec_options (at engine start) checks them.
 inline SpecOptions spec_options_of(const SpecFlags& f) {
+  check_spec_flag_pairs(f);
   SpecOptions o;
   o.draft_model = f.draft_model;
   if (f.k == "auto") {

@@ -158,12 +158,14 @@ void Connection::on_header(const error_code& ec) {
     }
     if (refused) {  // its body stays unread, so the connection cannot go on
       cancel_read_timer();
+      decorate(req, *refused);
       refused->close = true;
       set_phase(Phase::Handling);
       return respond(std::move(*refused));
     }
   }
   pending_ = std::move(req);
+  reading_body_ = true;
   if (!parser_->is_done() && iequals(pending_.header("Expect"), "100-continue"))
     enqueue("HTTP/1.1 100 Continue\r\n\r\n", false);
   read_body();
@@ -207,6 +209,8 @@ void Connection::fail_request(int status, const std::string& message) {
     r.status = status;
     r.set_content(message, "text/plain");
   }
+  if (reading_body_) decorate(pending_, r);
+  reading_body_ = false;
   r.close = true;  // what follows on the connection cannot be trusted to start a request
   respond(std::move(r));
 }
@@ -216,6 +220,7 @@ void Connection::on_body(const error_code& ec) {
   if (ec) return read_failed(ec);
   cancel_read_timer();
   HttpRequest req = std::move(pending_);
+  reading_body_ = false;
   req.body = std::move(parser_->get().body());
   keep_alive_ = parser_->get().keep_alive();
   parser_.reset();
@@ -235,6 +240,15 @@ void Connection::run_handler(const HttpRequest& req, HttpResponse& res) {
     res = t_.app.error(500, std::string("internal error: ") + e.what());
   } catch (...) {
     res = t_.app.error(500, "internal error");
+  }
+  decorate(req, res);
+}
+
+void Connection::decorate(const HttpRequest& req, HttpResponse& res) {
+  if (!t_.app.decorate) return;
+  try {
+    t_.app.decorate(req, res);
+  } catch (...) {
   }
 }
 

@@ -54,6 +54,11 @@ struct HttpApp {
   std::function<void(const HttpRequest&, HttpResponse&)> handle;
   // The response for an error the transport finds itself (400, 408, 413, 431, 500, 503).
   std::function<HttpResponse(int status, const std::string& message)> error;
+  // Optional. Runs on every response to a request whose headers were read, whatever made it
+  // (screen's refusal, handle(), error() while the body was read or for a handler that threw),
+  // before its head is written: for headers that depend on the request's (CORS). Runs on an
+  // I/O thread or a handler thread; what it throws is ignored.
+  std::function<void(const HttpRequest&, HttpResponse&)> decorate;
 };
 
 // Counters since start (monotonic), for /metrics and tests.

@@ -87,6 +87,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void fail_request(int status, const std::string& message);
   void dispatch(HttpRequest req);
   void run_handler(const HttpRequest& req, HttpResponse& res);
+  void decorate(const HttpRequest& req, HttpResponse& res);
   void respond(HttpResponse r);
   void stream_on_worker(HttpResponse r, bool keep_alive);
   void watch_peer();
@@ -110,6 +111,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::beast::flat_buffer buf_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   HttpRequest pending_;  // headers of the request being read
+  bool reading_body_ = false;  // pending_ holds the headers of a request whose body is being read
   std::shared_ptr<std::atomic<bool>> gone_ = std::make_shared<std::atomic<bool>>(false);
 
   std::atomic<int> phase_{int(Phase::Waiting)};

@@ -35,8 +35,9 @@ std::string response_head(const HttpResponse& r, size_t body_size, bool chunked,
   std::string h = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
   if (!r.content_type.empty()) h += "Content-Type: " + r.content_type + "\r\n";
   for (const Header& x : r.headers) h += x.name + ": " + x.value + "\r\n";
-  if (chunked) h += "Transfer-Encoding: chunked\r\n";
-  else h += "Content-Length: " + std::to_string(body_size) + "\r\n";
+  // 1xx, 204 and 304 answers have no body, and no framing header may say otherwise.
+  const bool bodiless = (r.status >= 100 && r.status < 200) || r.status == 204 || r.status == 304;
+  if (!bodiless) h += chunked ? std::string("Transfer-Encoding: chunked\r\n") : "Content-Length: " + std::to_string(body_size) + "\r\n";
   if (!keep_alive) h += "Connection: close\r\n";
   h += "\r\n";
   return h;

@@ -12,7 +12,8 @@ namespace ds::http {
 const char* reason_phrase(int status);
 
 // Status line and headers of a response with a body of `body_size` bytes, or of a chunked
-// stream when `chunked`. `keep_alive` false adds "Connection: close".
+// stream when `chunked`. `keep_alive` false adds "Connection: close". A 1xx, 204 or 304 status
+// has no body, so no Content-Length or Transfer-Encoding either.
 std::string response_head(const HttpResponse& r, size_t body_size, bool chunked, bool keep_alive);
 
 // One chunk of a chunked body ("1a\r\n" bytes "\r\n"); an empty input gives nothing (the empty

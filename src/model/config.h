@@ -7,6 +7,20 @@
 
 namespace ds {
 
+// The largest sizes a config may give (config.json, or a GGUF file's metadata), far above any
+// real model's. Counts are checked against them before anything is sized by them: per-layer
+// tables are made before any weight is read, so an unchecked num_hidden_layers of 10^8 cost
+// gigabytes before the first missing tensor was found.
+inline constexpr int kMaxConfigLayers = 1024;
+inline constexpr int kMaxConfigHiddenSize = 1 << 16;
+inline constexpr int kMaxConfigIntermediateSize = 1 << 20;
+inline constexpr int kMaxConfigVocabSize = 1 << 24;  // tokenizer.json's ids stop there too
+inline constexpr int kMaxConfigHeads = 1024;
+inline constexpr int kMaxConfigHeadDim = 512;
+inline constexpr int kMaxConfigLoraRank = 1 << 16;
+inline constexpr int kMaxConfigExperts = 4096;
+inline constexpr int kMaxConfigPositions = 1 << 24;
+
 enum class ModelType { KimiLinear, Llama };
 enum class MixerKind { Kda, Mla, Gqa };
 enum class FfnKind { Dense, Moe };
@@ -70,7 +84,8 @@ struct ModelConfig {
   int num_layers_of(MixerKind k) const;
 };
 
-// Parses config.json text; `where` names the file in errors. Throws ds::Error naming the key.
+// Parses config.json text; `where` names the file in errors. Throws ds::Error naming the key,
+// and for a size out of range (see the bounds above) the range.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& where);
 ModelConfig load_model_config(const std::string& dir);
 

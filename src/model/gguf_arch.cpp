@@ -10,6 +10,30 @@ using json = nlohmann::json;
 
 namespace {
 
+// A size or count from the file's metadata, in [lo, hi] (model/config.h's bounds): the error
+// names the key and the range. Checked before the config is made, since per-layer tables are
+// sized from it before any weight is read.
+int64_t count(const GgufFile& g, const std::string& key, int64_t lo, int64_t hi) {
+  const int64_t v = g.get_int(key);
+  DS_CHECK(v >= lo && v <= hi, "GGUF " + g.path() + ": " + key + " is " + std::to_string(v) + ", outside [" +
+                                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+std::optional<int64_t> count_or_none(const GgufFile& g, const std::string& key, int64_t lo, int64_t hi) {
+  if (!g.find(key)) return std::nullopt;
+  return count(g, key, lo, hi);
+}
+
+// block_count, which every block's tensors (two norms at least) must be in the file for.
+int64_t block_count(const GgufFile& g, const std::string& arch) {
+  const std::string key = arch + ".block_count";
+  const int64_t n = count(g, key, 1, kMaxConfigLayers);
+  DS_CHECK(uint64_t(n) <= g.tensors().size(),
+           "GGUF " + g.path() + ": " + key + " is " + std::to_string(n) + ", but the file has " +
+               std::to_string(g.tensors().size()) + " tensors (every block has several)");
+  return n;
+}
+
 // End-of-sequence ids: llama.cpp's eos, and its end of turn when that is another token.
 json eos_ids(const GgufFile& g) {
   json ids = json::array();
@@ -19,17 +43,23 @@ json eos_ids(const GgufFile& g) {
 }
 
 int64_t vocab_of(const GgufFile& g, const std::string& arch) {
-  if (auto v = g.int_or_none(arch + ".vocab_size")) return *v;
-  if (const GgufTensor* t = g.find_tensor("token_embd.weight"); t && t->dims.size() == 2) return t->dims[1];
+  if (auto v = count_or_none(g, arch + ".vocab_size", 1, kMaxConfigVocabSize)) return *v;
+  if (const GgufTensor* t = g.find_tensor("token_embd.weight"); t && t->dims.size() == 2) {
+    DS_CHECK(t->dims[1] <= kMaxConfigVocabSize, "GGUF " + g.path() + ": token_embd.weight has " + std::to_string(t->dims[1]) +
+                                                    " rows, more than the largest vocabulary (" +
+                                                    std::to_string(kMaxConfigVocabSize) + ")");
+    return t->dims[1];
+  }
   throw Error("GGUF " + g.path() + ": no " + arch + ".vocab_size and no 2-D token_embd.weight to read the vocabulary size from");
 }
 
 json llama_config(const GgufFile& g) {
   const std::string a = "llama.";
-  const int64_t hidden = g.get_int(a + "embedding_length"), heads = g.get_int(a + "attention.head_count");
-  const int64_t kv_heads = g.int_or_none(a + "attention.head_count_kv").value_or(heads);
-  DS_CHECK(heads > 0 && hidden % heads == 0, "GGUF " + g.path() + ": llama.embedding_length must be a multiple of llama.attention.head_count");
-  const int64_t head_dim = g.int_or_none(a + "attention.key_length").value_or(hidden / heads);
+  const int64_t hidden = count(g, a + "embedding_length", 1, kMaxConfigHiddenSize);
+  const int64_t heads = count(g, a + "attention.head_count", 1, kMaxConfigHeads);
+  const int64_t kv_heads = count_or_none(g, a + "attention.head_count_kv", 1, heads).value_or(heads);
+  DS_CHECK(hidden % heads == 0, "GGUF " + g.path() + ": llama.embedding_length must be a multiple of llama.attention.head_count");
+  const int64_t head_dim = count_or_none(g, a + "attention.key_length", 1, kMaxConfigHeadDim).value_or(hidden / heads);
   if (auto rot = g.int_or_none(a + "rope.dimension_count"))
     DS_CHECK(*rot == head_dim, "GGUF " + g.path() + ": llama.rope.dimension_count " + std::to_string(*rot) +
                                    " is not the head size " + std::to_string(head_dim) + " (partial rotary is not supported)");
@@ -38,15 +68,15 @@ json llama_config(const GgufFile& g) {
   json j = {{"model_type", "llama"},
             {"architectures", {"LlamaForCausalLM"}},
             {"hidden_size", hidden},
-            {"intermediate_size", g.get_int(a + "feed_forward_length")},
-            {"num_hidden_layers", g.get_int(a + "block_count")},
+            {"intermediate_size", count(g, a + "feed_forward_length", 1, kMaxConfigIntermediateSize)},
+            {"num_hidden_layers", block_count(g, "llama")},
             {"num_attention_heads", heads},
             {"num_key_value_heads", kv_heads},
             {"head_dim", head_dim},
             {"vocab_size", vocab_of(g, "llama")},
             {"rms_norm_eps", g.float_or_none(a + "attention.layer_norm_rms_epsilon").value_or(1e-5)},
             {"rope_theta", g.float_or_none(a + "rope.freq_base").value_or(10000.0)},
-            {"max_position_embeddings", g.int_or_none(a + "context_length").value_or(0)},
+            {"max_position_embeddings", count_or_none(g, a + "context_length", 0, kMaxConfigPositions).value_or(0)},
             {"tie_word_embeddings", g.find_tensor("output.weight") == nullptr},
             {"hidden_act", "silu"},
             {"eos_token_id", eos_ids(g)}};
@@ -77,23 +107,23 @@ void write_llama(const ModelConfig& c, GgufWriter& w) {
 json kimi_linear_config(const GgufFile& g) {
   const std::string a = "kimi-linear.";
   const std::string where = "GGUF " + g.path();
-  const int64_t layers = g.get_int(a + "block_count");
+  const int64_t layers = block_count(g, "kimi-linear");
   const GgufValue* kv = g.find(a + "attention.head_count_kv");
   DS_CHECK(kv && kv->is_array() && int64_t(kv->ints.size()) == layers,
            where + ": kimi-linear.attention.head_count_kv must be a list of one entry per layer (0 marks a KDA layer)");
   json kda = json::array(), full = json::array();
   for (int64_t i = 0; i < layers; ++i) (kv->ints[size_t(i)] == 0 ? kda : full).push_back(i + 1);
-  const int64_t heads = g.get_int(a + "attention.head_count");
+  const int64_t heads = count(g, a + "attention.head_count", 1, kMaxConfigHeads);
   json j = {{"model_type", "kimi_linear"},
             {"architectures", {"KimiLinearForCausalLM"}},
-            {"hidden_size", g.get_int(a + "embedding_length")},
-            {"intermediate_size", g.get_int(a + "feed_forward_length")},
+            {"hidden_size", count(g, a + "embedding_length", 1, kMaxConfigHiddenSize)},
+            {"intermediate_size", count(g, a + "feed_forward_length", 1, kMaxConfigIntermediateSize)},
             {"num_hidden_layers", layers},
             {"num_attention_heads", heads},
             {"num_key_value_heads", heads},
             {"vocab_size", vocab_of(g, "kimi-linear")},
             {"rms_norm_eps", g.float_or_none(a + "attention.layer_norm_rms_epsilon").value_or(1e-5)},
-            {"max_position_embeddings", g.int_or_none(a + "context_length").value_or(0)},
+            {"max_position_embeddings", count_or_none(g, a + "context_length", 0, kMaxConfigPositions).value_or(0)},
             {"tie_word_embeddings", g.find_tensor("output.weight") == nullptr},
             {"hidden_act", "silu"},
             {"eos_token_id", eos_ids(g)},
@@ -103,36 +133,36 @@ json kimi_linear_config(const GgufFile& g) {
              {{"kda_layers", kda},
               {"full_attn_layers", full},
               {"num_heads", heads},
-              {"head_dim", g.get_int(a + "kda.head_dim")},
-              {"short_conv_kernel_size", g.get_int(a + "ssm.conv_kernel")}}}};
+              {"head_dim", count(g, a + "kda.head_dim", 1, kMaxConfigHeadDim)},
+              {"short_conv_kernel_size", count(g, a + "ssm.conv_kernel", 1, 8)}}}};
   if (auto b = g.int_or_none("tokenizer.ggml.bos_token_id")) j["bos_token_id"] = *b;
-  if (auto lora = g.int_or_none(a + "attention.kv_lora_rank")) {
-    const int64_t rope = g.int_or_none(a + "rope.dimension_count").value_or(0);
-    const int64_t qk = g.get_int(a + "attention.key_length_mla");
+  if (auto lora = count_or_none(g, a + "attention.kv_lora_rank", 1, kMaxConfigLoraRank)) {
+    const int64_t rope = count_or_none(g, a + "rope.dimension_count", 0, kMaxConfigHeadDim).value_or(0);
+    const int64_t qk = count(g, a + "attention.key_length_mla", 0, 2 * kMaxConfigHeadDim);
     DS_CHECK(qk >= rope, where + ": kimi-linear.attention.key_length_mla " + std::to_string(qk) +
                              " is smaller than rope.dimension_count " + std::to_string(rope));
     j["kv_lora_rank"] = *lora;
     j["qk_rope_head_dim"] = rope;
     j["qk_nope_head_dim"] = qk - rope;
-    j["v_head_dim"] = g.get_int(a + "attention.value_length_mla");
+    j["v_head_dim"] = count(g, a + "attention.value_length_mla", 1, kMaxConfigHeadDim);
   } else {
     DS_CHECK(full.empty(), where + ": full-attention layers need kimi-linear.attention.kv_lora_rank");
   }
-  if (auto experts = g.int_or_none(a + "expert_count"); experts && *experts > 0) {
+  if (auto experts = count_or_none(g, a + "expert_count", 0, kMaxConfigExperts); experts && *experts > 0) {
     const int64_t gating = g.int_or_none(a + "expert_gating_func").value_or(2);
-    const int64_t groups = g.int_or_none(a + "expert_group_count").value_or(1);
+    const int64_t groups = count_or_none(g, a + "expert_group_count", 1, *experts).value_or(1);
     j["num_experts"] = *experts;
-    j["num_experts_per_token"] = g.get_int(a + "expert_used_count");
-    j["moe_intermediate_size"] = g.get_int(a + "expert_feed_forward_length");
-    j["num_shared_experts"] = g.int_or_none(a + "expert_shared_count").value_or(0);
-    j["first_k_dense_replace"] = g.int_or_none(a + "leading_dense_block_count").value_or(0);
+    j["num_experts_per_token"] = count(g, a + "expert_used_count", 1, *experts);
+    j["moe_intermediate_size"] = count(g, a + "expert_feed_forward_length", 1, kMaxConfigIntermediateSize);
+    j["num_shared_experts"] = count_or_none(g, a + "expert_shared_count", 0, kMaxConfigExperts).value_or(0);
+    j["first_k_dense_replace"] = count_or_none(g, a + "leading_dense_block_count", 0, layers).value_or(0);
     j["moe_layer_freq"] = 1;
     j["routed_scaling_factor"] = g.float_or_none(a + "expert_weights_scale").value_or(1.0);
     j["moe_renormalize"] = g.find(a + "expert_weights_norm") ? g.get_bool(a + "expert_weights_norm") : true;
     j["moe_router_activation_func"] = gating == 2 ? "sigmoid" : gating == 1 ? "softmax" : "gating function " + std::to_string(gating);
     j["use_grouped_topk"] = groups > 1;
     j["num_expert_group"] = groups;
-    j["topk_group"] = g.int_or_none(a + "expert_group_used_count").value_or(1);
+    j["topk_group"] = count_or_none(g, a + "expert_group_used_count", 1, groups).value_or(1);
   }
   return j;
 }

@@ -91,8 +91,12 @@ struct Cursor {
     pos += sizeof(T);
     return v;
   }
-  std::string string(const char* what) {
+  // A string of at most `max` bytes (and no more than the file has left).
+  std::string string(const char* what, uint64_t max = UINT64_MAX) {
     const uint64_t n = read<uint64_t>(what);
+    if (n > max)
+      fail(path, std::string(what) + " at byte " + std::to_string(pos - 8) + " is " + std::to_string(n) +
+                     " bytes long, outside [0, " + std::to_string(max) + "]");
     need(n, what);
     std::string s(reinterpret_cast<const char*>(base + pos), size_t(n));
     pos += n;
@@ -162,6 +166,11 @@ GgufValue read_value(Cursor& c, uint32_t type_id, const std::string& key) {
   if (n > c.left() / scalar_bytes(v.elem))
     fail(c.path, "key '" + key + "': array of " + std::to_string(n) + " elements cannot fit in the " + std::to_string(c.left()) +
                      " bytes left");
+  // One that fits a large file may still be more than any real array (each element is held in
+  // 8 bytes or more, whatever it takes in the file).
+  if (n > kMaxGgufArrayElements)
+    fail(c.path, "key '" + key + "': array of " + std::to_string(n) + " elements, outside [0, " +
+                     std::to_string(kMaxGgufArrayElements) + "]");
   v.count = size_t(n);
   GgufValue e;
   for (uint64_t k = 0; k < n; ++k) {
@@ -186,13 +195,17 @@ GgufFile GgufFile::open(const std::string& path, bool prefetch) {
     fail(path, "version " + std::to_string(g.version_) + " is not supported (2 and 3 are; version 1 used 32-bit counts)");
   const uint64_t n_tensors = c.read<uint64_t>("tensor count");
   const uint64_t n_kv = c.read<uint64_t>("metadata count");
-  if (n_tensors > kMaxGgufTensors || n_tensors > c.left() / 24)
-    fail(path, "tensor count " + std::to_string(n_tensors) + " is impossible for a file of " + std::to_string(c.size) + " bytes");
-  if (n_kv > kMaxGgufMetadata || n_kv > c.left() / 12)
-    fail(path, "metadata count " + std::to_string(n_kv) + " is impossible for a file of " + std::to_string(c.size) + " bytes");
+  // A tensor's entry takes at least 32 bytes (name length, dims count, one dim, type, offset), a
+  // metadata entry 13 (key length, type, a one-byte value).
+  if (n_tensors > kMaxGgufTensors || n_tensors > c.left() / 32)
+    fail(path, "tensor count " + std::to_string(n_tensors) + " is impossible for a file of " + std::to_string(c.size) +
+                   " bytes (at most " + std::to_string(std::min<uint64_t>(kMaxGgufTensors, c.left() / 32)) + ")");
+  if (n_kv > kMaxGgufMetadata || n_kv > c.left() / 13)
+    fail(path, "metadata count " + std::to_string(n_kv) + " is impossible for a file of " + std::to_string(c.size) +
+                   " bytes (at most " + std::to_string(std::min<uint64_t>(kMaxGgufMetadata, c.left() / 13)) + ")");
 
   for (uint64_t i = 0; i < n_kv; ++i) {
-    std::string key = c.string("metadata key");
+    std::string key = c.string("metadata key", kMaxGgufKeyBytes);
     if (key.empty()) fail(path, "metadata entry " + std::to_string(i) + " has an empty key");
     const uint32_t type = c.read<uint32_t>(("value type of '" + key + "'").c_str());
     GgufValue v = read_value(c, type, key);
@@ -204,10 +217,11 @@ GgufFile GgufFile::open(const std::string& path, bool prefetch) {
     g.alignment_ = uint32_t(a->u);
   }
 
-  g.tensors_.reserve(size_t(n_tensors));
+  // Grown as entries are read, not reserved from the count: the count was only checked to be
+  // possible, and each entry read is bytes the file really has.
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
-    t.name = c.string("tensor name");
+    t.name = c.string("tensor name", kMaxGgufTensorNameBytes);
     if (t.name.empty()) fail(path, "tensor " + std::to_string(i) + " has an empty name");
     const uint32_t nd = c.read<uint32_t>("tensor dims");
     if (nd == 0 || nd > uint32_t(kMaxGgufDims))

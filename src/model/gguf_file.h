@@ -72,9 +72,14 @@ struct GgufTensor {
 };
 
 // Upper bounds that keep a corrupt count from sizing anything; real files are far below them.
+// Every count and length is also checked against the bytes left in the file before anything is
+// allocated for it, so what the reader holds stays within a small multiple of the file's size.
 inline constexpr uint64_t kMaxGgufTensors = 1u << 20;
 inline constexpr uint64_t kMaxGgufMetadata = 1u << 20;
 inline constexpr int kMaxGgufDims = 4;
+inline constexpr uint64_t kMaxGgufKeyBytes = 65535;          // the format's own limit
+inline constexpr uint64_t kMaxGgufTensorNameBytes = 4096;   // ggml's is 63
+inline constexpr uint64_t kMaxGgufArrayElements = 1u << 24;  // a vocabulary's tokens are ~10^5
 
 class GgufFile {
  public:

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "kernels/quant_formats.h"
 #include "model/config.h"
 #include "model/ggml_blocks.h"
@@ -260,7 +261,8 @@ GgufExportReport export_gguf(const std::string& model_dir, const std::string& ou
   const ModelConfig cfg = parse_model_config(cfg_text, (dir / "config.json").string());
   GgufWriter w;
   GgufExportReport rep;
-  rep.architecture = gguf_write_arch_metadata(cfg, json::parse(cfg_text), dir.filename().string(), w);
+  rep.architecture =
+      gguf_write_arch_metadata(cfg, parse_json(cfg_text, (dir / "config.json").string()), dir.filename().string(), w);
   const std::string& arch = rep.architecture;
 
   const fs::path tok = dir / "tokenizer.json";

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
 #include "tokenizer/split_patterns.h"
@@ -88,7 +89,7 @@ std::optional<std::string> gguf_tokenizer_json(const GgufFile& g) {
 }
 
 void write_gguf_tokenizer(const std::string& tokenizer_json, const std::string& where, int vocab_size, GgufWriter& w) {
-  const json j = json::parse(tokenizer_json, nullptr, false);
+  const json j = parse_json(tokenizer_json, where);
   DS_CHECK(j.is_object(), where + ": not a JSON object");
   DS_CHECK(j.contains("model") && j["model"].value("type", "") == "BPE", where + ": only BPE tokenizers can be written to GGUF");
   // The split regex: a Split stage's, or ByteLevel's own (GPT-2's) when it splits by itself.

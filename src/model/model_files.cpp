@@ -2,9 +2,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/json_parse.h"
 #include "model/gguf_file.h"
 #include "model/gguf_model.h"
 #include "model/gguf_tokenizer.h"
@@ -32,10 +34,11 @@ std::optional<TokenizerText> model_tokenizer_json(const std::string& path) {
 
 std::string model_chat_template_text(const std::string& path) {
   if (is_gguf_model(path)) return gguf_chat_template(GgufFile::open(path));
-  std::ifstream in(fs::path(path) / "tokenizer_config.json");
+  std::ifstream in(fs::path(path) / "tokenizer_config.json", std::ios::binary);
   if (!in) return {};
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // A broken config is the loader's business; here it just means "no template".
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json_or_discarded(text);
   if (!j.is_object() || !j.contains("chat_template")) return {};
   const nlohmann::json& t = j["chat_template"];
   if (t.is_string()) return t.get<std::string>();

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "model/gguf_file.h"
 #include "model/gguf_model.h"
 
@@ -116,6 +117,9 @@ TensorView parse_entry(const std::string& path, const std::string& name, const j
 
   auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) fail_tensor(path, name, "missing or non-array 'shape'");
+  if (sh->size() > kMaxSafetensorsDims)
+    fail_tensor(path, name, "shape has " + std::to_string(sh->size()) + " dims, outside [0, " +
+                                std::to_string(kMaxSafetensorsDims) + "]");
   uint64_t numel = 1;
   for (const json& d : *sh) {
     if (d.is_number_integer() && !d.is_number_unsigned())
@@ -184,17 +188,21 @@ SafetensorsFile SafetensorsFile::open(const std::string& path, bool prefetch) {
     if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
       if (!seen.insert(parsed.get<std::string>()).second && duplicate.empty())
         duplicate = parsed.get<std::string>();
+      if (seen.size() > kMaxSafetensorsTensors)
+        throw Error("safetensors file '" + path + "': the header has more than " + std::to_string(kMaxSafetensorsTensors) +
+                    " entries");
     }
     return true;
   };
   const char* hb = reinterpret_cast<const char*>(base + 8);
   json header;
   try {
-    header = json::parse(hb, hb + n, cb, /*allow_exceptions=*/false);
-  } catch (const json::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what());
+    // The header is {name: {"dtype", "shape": [..], "data_offsets": [..]}, "__metadata__": {..}}:
+    // nothing in it nests deeper than 3, so nothing deeper is built.
+    header = parse_json(std::string_view(hb, size_t(n)), "header", 3, cb);
+  } catch (const JsonError& e) {
+    fail(path, e.what());
   }
-  if (header.is_discarded()) fail(path, "header is not valid JSON");
   if (!header.is_object()) fail(path, "header is not a JSON object");
   if (!duplicate.empty()) fail_tensor(path, duplicate, "appears twice in the header");
 
@@ -299,8 +307,8 @@ WeightStore WeightStore::open(const std::string& dir) {
 
   if (fs::is_regular_file(index_path, ec)) {
     const std::string where = index_path.string();
-    json index = json::parse(read_text_file(index_path), nullptr, /*allow_exceptions=*/false);
-    if (index.is_discarded() || !index.is_object()) throw Error(where + ": not a JSON object");
+    const json index = parse_json(read_text_file(index_path), where);
+    if (!index.is_object()) throw Error(where + ": not a JSON object");
     auto wm = index.find("weight_map");
     if (wm == index.end() || !wm->is_object())
       throw Error(where + ": missing or non-object 'weight_map'");

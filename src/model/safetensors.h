@@ -52,6 +52,10 @@ std::string shape_string(std::span<const int64_t> shape);
 // Upper bound on the JSON header; real checkpoints have a few MB at most, so anything larger
 // is a corrupt length field and is refused before it is used to size anything.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+// Tensors in one file and dims of one tensor: a shard of the largest models holds a few
+// thousand tensors of at most 5 dims.
+inline constexpr size_t kMaxSafetensorsTensors = 1u << 20;
+inline constexpr size_t kMaxSafetensorsDims = 8;
 
 class SafetensorsFile {
  public:

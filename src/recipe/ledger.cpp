@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "recipe/digest.h"
 
 namespace ds::recipe {
@@ -36,11 +37,13 @@ Chain check_chain(const std::string& path, const std::string& text) {
   };
   while (std::getline(in, line)) {
     if (in.eof()) throw broken("has no newline at its end: the file was truncated or edited");
+    // An entry is data from disk: one nested deeper than the bound is refused while it is
+    // parsed, before anything (the hash's dump below) walks it.
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception&) {
-      throw broken("is not JSON");
+      j = parse_json(line, "the text");
+    } catch (const JsonError& e) {
+      throw broken("is not a ledger line (" + std::string(e.what()) + ")");
     }
     if (!j.is_object() || !j.contains("seq") || !j.contains("prev") || !j.contains("entry") || !j.contains("hash") ||
         !j["prev"].is_string() || !j["hash"].is_string() || !j["seq"].is_number_integer())

@@ -3,8 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -15,6 +17,44 @@ namespace {
 namespace fs = std::filesystem;
 
 int line_of(const YAML::Node& n) { return n.Mark().line + 1; }
+
+std::string hex_byte(unsigned char c) {
+  static const char* kHex = "0123456789abcdef";
+  return std::string("0x") + kHex[c >> 4] + kHex[c & 15];
+}
+
+// Why `s` is not text a recipe may hold, or nothing: it must be UTF-8 without control
+// characters (C0, DEL, C1). Recipe strings are printed (plans, reports, errors) and passed on
+// command lines and into C strings, where a NUL ends them early and a newline or an escape
+// sequence rewrites what a reader sees.
+std::optional<std::string> unsafe_text(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    uint32_t cp = 0;
+    size_t n = 0;
+    if (c < 0x80) cp = c, n = 1;
+    else if (c >= 0xc2 && c <= 0xdf) cp = c & 0x1f, n = 2;
+    else if (c >= 0xe0 && c <= 0xef) cp = c & 0x0f, n = 3;
+    else if (c >= 0xf0 && c <= 0xf4) cp = c & 0x07, n = 4;
+    else return "is not UTF-8 (byte " + hex_byte(c) + " at offset " + std::to_string(i) + ")";
+    if (i + n > s.size()) return "is not UTF-8 (it ends inside a character at offset " + std::to_string(i) + ")";
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char x = static_cast<unsigned char>(s[i + k]);
+      if ((x & 0xc0) != 0x80)
+        return "is not UTF-8 (byte " + hex_byte(x) + " at offset " + std::to_string(i + k) + ")";
+      cp = (cp << 6) | (x & 0x3f);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+      return "is not UTF-8 (an overlong or invalid character at offset " + std::to_string(i) + ")";
+    if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f)) {
+      char u[16];
+      std::snprintf(u, sizeof u, "U+%04X", unsigned(cp));
+      return "holds a control character (" + std::string(u) + ") at offset " + std::to_string(i);
+    }
+    i += n;
+  }
+  return std::nullopt;
+}
 
 // Errors carry the file and the line, as an editor's jump-to-line wants them.
 struct Reader {
@@ -33,6 +73,7 @@ struct Reader {
     for (auto it = n.begin(); it != n.end(); ++it) {
       const std::string key = it->first.as<std::string>();
       const int line = line_of(it->first);
+      if (auto why = unsafe_text(key)) fail(line, where + ": a key " + *why);
       if (auto [s, fresh] = seen.emplace(key, line); !fresh)
         fail(line, where + ": '" + key + "' is given twice (lines " + std::to_string(s->second) + " and " +
                        std::to_string(line) + "); the second would silently replace the first");
@@ -45,9 +86,20 @@ struct Reader {
     }
   }
 
+  // Every string of a recipe: a scalar, UTF-8 without control characters (unsafe_text).
   std::string str(const YAML::Node& v, const std::string& key) const {
     if (!v.IsScalar()) fail(line_of(v), "'" + key + "' must be a string");
-    return v.as<std::string>();
+    std::string s = v.as<std::string>();
+    if (auto why = unsafe_text(s)) fail(line_of(v), "'" + key + "' " + *why);
+    return s;
+  }
+  // A name (the recipe's, a band's, the served and benched model's): str(), and not empty or
+  // starting with '-', since names go on command lines as flags' values.
+  std::string name(const YAML::Node& v, const std::string& key) const {
+    std::string s = str(v, key);
+    if (s.empty()) fail(line_of(v), "'" + key + "' is empty");
+    if (s[0] == '-') fail(line_of(v), "'" + key + "' is '" + s + "': a name may not start with '-' (it would read as a flag)");
+    return s;
   }
   double num(const YAML::Node& v, const std::string& key, double lo, double hi) const {
     double x = 0;
@@ -166,11 +218,11 @@ Recipe load_recipe(const std::string& path) {
          {"name", "model", "draft_model", "served_name", "golden_al", "hardware", "bench", "server", "concurrency",
           "bands", "points"},
          [&](const std::string& key, const YAML::Node& v) {
-           if (key == "name") rc.name = r.str(v, key);
+           if (key == "name") rc.name = r.name(v, key);
            if (key == "model") rc.model = resolve(rc.dir, r.str(v, key));
            if (key == "draft_model") rc.draft_model = resolve(rc.dir, r.str(v, key));
            if (key == "served_name") {
-             rc.served_name = r.str(v, key);
+             rc.served_name = r.name(v, key);
              rc.served_name_line = line_of(v);
            }
            if (key == "golden_al") rc.golden_al = resolve(rc.dir, r.str(v, key));
@@ -197,7 +249,7 @@ Recipe load_recipe(const std::string& path) {
                       if (k == "workload") rc.bench.workload = r.one_of(x, k, {"synthetic", "trace"});
                       if (k == "synthetic") rc.bench.synthetic = r.one_of(x, k, {"agentic-code"});
                       if (k == "trace") rc.bench.trace = resolve(rc.dir, r.str(x, k));
-                      if (k == "model") rc.bench.model = At<std::string>{r.str(x, k), line_of(x)};
+                      if (k == "model") rc.bench.model = At<std::string>{r.name(x, "bench.model"), line_of(x)};
                       if (k == "duration_s") rc.bench.duration_s = r.num(x, k, 1, 86400);
                       if (k == "grace_period_s") rc.bench.grace_period_s = r.num(x, k, 0, 3600);
                       if (k == "seed") rc.bench.seed = r.integer(x, k, 0, 1 << 30);
@@ -231,7 +283,7 @@ Recipe load_recipe(const std::string& path) {
                band.line = line_of(b);
                if (!b.IsMap() || !b["name"] || !b["concurrency"])
                  r.fail(band.line, "a band needs 'name' and 'concurrency' (a range such as 1-4)");
-               band.name = r.str(b["name"], "name");
+               band.name = r.name(b["name"], "name");
                std::tie(band.lo, band.hi) = read_range(r, b["concurrency"]);
                band.knobs = read_knobs(r, b, "band '" + band.name + "'", {"name", "concurrency"});
                rc.bands.push_back(band);

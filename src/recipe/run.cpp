@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "core/build_info.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "recipe/digest.h"
 #include "recipe/ledger.h"
 #include "recipe/plan.h"
@@ -49,9 +51,9 @@ json staged_json(const StagedModel& m, const std::string& source) {
 
 // What the ledger keeps of a bench result: the headline figures, and where the rest is.
 json result_summary(const std::string& results_json) {
-  std::ifstream f(results_json);
+  std::ifstream f(results_json, std::ios::binary);
   DS_CHECK(f, "the bench wrote no " + results_json);
-  const json r = json::parse(f);
+  const json r = parse_json(std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()), results_json);
   const json& m = r.at("metrics");
   json s = {{"valid", r.at("validity").value("valid", false)},
             {"reasons", r.at("validity").value("reasons", json::array())},

@@ -4,8 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "server/api_error.h"
 
 namespace ds::server {
@@ -22,10 +24,11 @@ std::vector<int32_t> chat_prompt_ids(const Tokenizer& tok, ChatFormat format, co
 std::string model_chat_template(const std::string& model_dir) {
   if (model_dir.empty()) return {};
   const std::filesystem::path p = std::filesystem::path(model_dir) / "tokenizer_config.json";
-  std::ifstream in(p);
+  std::ifstream in(p, std::ios::binary);
   if (!in) return {};
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // A broken config is the loader's business; here it just means "no template".
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json_or_discarded(text);
   if (!j.is_object()) return {};
   auto it = j.find("chat_template");
   if (it == j.end()) return {};

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "core/json_parse.h"
 
 namespace ds::server {
 
@@ -14,7 +15,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMaxJsonDepth = 32;
+// No OpenAI request nests deeper than a few levels; refusing deep nesting while parsing keeps a
+// hostile body from costing memory, time, or the stack of whatever walks it later.
+constexpr int kMaxBodyDepth = 32;
 
 std::string type_name(const json& v) {
   switch (v.type()) {
@@ -316,28 +319,25 @@ std::string content_text(const json& c, const std::string& where) {
                             type_name(c), where);
 }
 
+template <class Json>
+Json parse_body(const std::string& body) {
+  try {
+    return parse_json<Json>(body, "the request body", kMaxBodyDepth);
+  } catch (const JsonError& e) {  // not JSON, too deep, or a number too large for a double
+    throw invalid_request(e.what());
+  }
+}
+
 }  // namespace
 
 json parse_json_body(const std::string& body) {
-  json j;
-  try {
-    // No OpenAI request nests deeper than a few levels; refusing deep nesting early keeps a
-    // hostile body from costing memory and time.
-    j = json::parse(body, [](int depth, json::parse_event_t, json&) {
-      if (depth > kMaxJsonDepth)
-        throw invalid_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-      return true;
-    });
-  } catch (const json::exception& e) {  // parse errors, and numbers too large for a double
-    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what());
-  }
+  const json j = parse_body<json>(body);
   if (!j.is_object())
     throw invalid_request("the request body must be a JSON object, got " + type_name(j));
   return j;
 }
 
 ojson parse_json_body_ordered(const std::string& body) {
-  ojson j;
   // An ordered object finds a key by scanning its members, so parsing one of n members costs
   // n^2/2 comparisons: a 32 MB body of one object with a million keys would hold a core for
   // hours. The members each insertion scans are counted over the whole body and bounded (about
@@ -345,24 +345,24 @@ ojson parse_json_body_ordered(const std::string& body) {
   constexpr uint64_t kMaxMemberScans = uint64_t(1) << 25;
   std::vector<uint64_t> members;  // of each object open at the parse's point
   uint64_t scans = 0;
+  const ojson::parser_callback_t count = [&](int, ojson::parse_event_t event, ojson&) {
+    if (event == ojson::parse_event_t::object_start) {
+      members.push_back(0);
+    } else if (event == ojson::parse_event_t::object_end) {
+      if (!members.empty()) members.pop_back();
+    } else if (event == ojson::parse_event_t::key && !members.empty()) {
+      scans += members.back()++;
+      if (scans > kMaxMemberScans)
+        throw invalid_request("the request body's objects hold too many members to keep in order (an object of about " +
+                              std::to_string(members.back()) + " members; at most about 8,000 in all)");
+    }
+    return true;
+  };
+  ojson j;
   try {
-    j = ojson::parse(body, [&](int depth, ojson::parse_event_t event, ojson&) {
-      if (depth > kMaxJsonDepth)
-        throw invalid_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-      if (event == ojson::parse_event_t::object_start) {
-        members.push_back(0);
-      } else if (event == ojson::parse_event_t::object_end) {
-        if (!members.empty()) members.pop_back();
-      } else if (event == ojson::parse_event_t::key && !members.empty()) {
-        scans += members.back()++;
-        if (scans > kMaxMemberScans)
-          throw invalid_request("the request body's objects hold too many members to keep in order (an object of about " +
-                                std::to_string(members.back()) + " members; at most about 8,000 in all)");
-      }
-      return true;
-    });
-  } catch (const ojson::exception& e) {
-    throw invalid_request(std::string("the request body is not valid JSON: ") + e.what());
+    j = parse_json<ojson>(body, "the request body", kMaxBodyDepth, count);
+  } catch (const JsonError& e) {
+    throw invalid_request(e.what());
   }
   if (!j.is_object()) throw invalid_request("the request body must be a JSON object, got " + std::string(j.type_name()));
   return j;

@@ -111,11 +111,20 @@ ApiError transport_error(int status, const std::string& message) {
   }
 }
 
+RequestFacts request_facts(const HttpRequest& req) {
+  return {req.method,
+          req.path,
+          req.header("Host"),
+          req.header("Origin"),
+          req.header("Content-Type"),
+          req.header("Authorization"),
+          req.header("Access-Control-Request-Method")};
+}
+
 // Runs after the headers and before the body is read: a refused request costs no body read.
 std::optional<HttpResponse> screen(ServerContext& ctx, const HttpRequest& req) {
   HttpResponse res;
-  RequestFacts facts{req.method, req.path, req.header("Host"), req.header("Origin"), req.header("Content-Type"),
-                     req.header("Authorization")};
+  const RequestFacts facts = request_facts(req);
   if (auto refused = check_request(ctx.guard, facts)) {
     send_error(ctx, res, *refused);
     return res;
@@ -137,8 +146,18 @@ std::optional<HttpResponse> screen(ServerContext& ctx, const HttpRequest& req) {
 // Routes that never block: answered on the I/O thread, so they answer however busy the
 // workers are (health checks under load).
 bool runs_inline(const HttpRequest& req) {
+  if (req.method == "OPTIONS") return true;  // a CORS preflight, or a 404
   return req.method == "GET" && (req.path == "/health" || req.path == "/metrics" || req.path == "/v1/models" ||
                                  req.path.rfind("/v1/models/", 0) == 0);
+}
+
+// A listed origin's preflight (the guard refused any other): 204 and what the browser may send.
+void handle_preflight(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
+  res.status = 204;
+  res.content_type.clear();
+  res.body.clear();
+  for (http::Header& h : preflight_headers(ctx.guard, req.header("Origin"), req.header("Access-Control-Request-Headers")))
+    res.set_header(std::move(h.name), std::move(h.value));
 }
 
 void handle_tokenize(ServerContext& ctx, const HttpRequest& req, HttpResponse& res) {
@@ -189,6 +208,7 @@ void handle_detokenize(ServerContext& ctx, const HttpRequest& req, HttpResponse&
 void route(ServerContext& ctx, int64_t started, const HttpRequest& req, HttpResponse& res) {
   const std::string& m = req.method;
   const std::string& p = req.path;
+  if (is_preflight(request_facts(req))) return handle_preflight(ctx, req, res);
   if (m == "POST" && p == "/v1/chat/completions") return handle_generation(ctx, req, res, true);
   if (m == "POST" && p == "/v1/completions") return handle_generation(ctx, req, res, false);
   if (m == "POST" && p == "/tokenize") return handle_tokenize(ctx, req, res);
@@ -236,9 +256,13 @@ http::HttpApp make_http_app(ServerContext& ctx) {
     } catch (...) {
       send_error(ctx, res, internal_error("internal error"));
     }
-    // A listed origin (the guard let it through) may read the answer.
-    if (const std::string origin = req.header("Origin"); !origin.empty())
-      res.set_header("Access-Control-Allow-Origin", origin);
+  };
+  // Every answer to a listed origin (errors, streams and refusals included) says the page may
+  // read it; a preflight's answer says so already.
+  app.decorate = [&ctx](const HttpRequest& req, HttpResponse& res) {
+    for (const http::Header& h : res.headers)
+      if (http::iequals(h.name, "Access-Control-Allow-Origin")) return;
+    for (http::Header& h : cors_headers(ctx.guard, req.header("Origin"))) res.set_header(std::move(h.name), std::move(h.value));
   };
   app.error = [&ctx](int status, const std::string& message) {
     HttpResponse res;

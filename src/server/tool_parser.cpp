@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include "core/json_parse.h"
 
 namespace ds::server {
 namespace {
@@ -52,14 +53,16 @@ bool is_declared(const std::vector<std::string>& names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// The model's text is untrusted too: however deep it nests brackets, it is parsed within the
+// bound (core/json_parse.h), so nothing walks or dumps a value deeper than that.
 std::optional<std::string> decode_json_string(std::string_view token) {
-  const auto v = nlohmann::json::parse(token, nullptr, /*allow_exceptions=*/false);
+  const auto v = parse_json_or_discarded(token);
   if (!v.is_string()) return std::nullopt;
   return v.get<std::string>();
 }
 
 bool is_json_object(std::string_view text) {
-  const auto v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto v = parse_json_or_discarded(text);
   return v.is_object();
 }
 

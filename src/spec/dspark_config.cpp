@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "model/config.h"
 
 namespace ds {
@@ -18,7 +19,7 @@ bool read_json(const std::string& path, json* out) {
   if (!f) return false;
   std::stringstream ss;
   ss << f.rdbuf();
-  *out = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  *out = parse_json_or_discarded(ss.str());
   return !out->is_discarded();
 }
 

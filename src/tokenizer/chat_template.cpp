@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds {
@@ -67,12 +68,7 @@ std::string json_string(const std::string& s) {
 std::vector<std::string> tool_lines(std::string_view tools_json) {
   std::vector<std::string> lines;
   if (tools_json.empty()) return lines;
-  nlohmann::ordered_json tools;
-  try {
-    tools = nlohmann::ordered_json::parse(tools_json);
-  } catch (const nlohmann::ordered_json::exception& e) {
-    throw Error(std::string("chat template: the tool definitions are not valid JSON: ") + e.what());
-  }
+  const auto tools = parse_json<nlohmann::ordered_json>(tools_json, "chat template: the tool definitions");
   if (!tools.is_array()) throw Error("chat template: the tool definitions must be a JSON array");
   for (const auto& t : tools) lines.push_back(t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   return lines;

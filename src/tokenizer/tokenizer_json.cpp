@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_data.h"
 
@@ -170,12 +171,7 @@ PreTokenizer parse_pre_tokenizer(const Json& j, const std::string& where) {
 Tokenizer Tokenizer::from_json_text(const std::string& json_text, const std::string& where) {
   using namespace tokenizer_json;
   using Json = nlohmann::json;
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    throw Error(where + ": not valid JSON: " + e.what());
-  }
+  const Json root = parse_json<Json>(json_text, where);
   if (!root.is_object()) throw Error(where + ": expected a JSON object at the top level");
 
   auto data = std::make_shared<Data>();
@@ -238,6 +234,16 @@ Tokenizer Tokenizer::from_json_text(const std::string& json_text, const std::str
       }
     }
     if (max_id < 0) fail(where, "model.vocab", "empty");
+    // Tables below are sized by the highest id, not by what the file defines: one id of 2^24 - 1
+    // among three tokens would cost ~700 MB of empty entries. Real vocabularies leave few ids
+    // unused, so the id span is bounded by the tokens the file defines.
+    const int64_t defined = int64_t(spelling_to_id.size() + added.size());
+    const int64_t span_limit = 2 * defined + 65536;
+    if (max_id + 1 > span_limit)
+      fail(where, "model.vocab",
+           "token ids reach " + std::to_string(max_id) + " but only " + std::to_string(defined) +
+               " tokens are defined: the ids may span at most twice the defined tokens + 65536, [0, " +
+               std::to_string(span_limit) + ")");
 
     const auto n = static_cast<std::size_t>(max_id + 1);
     data->id_bytes.assign(n, {});

@@ -113,6 +113,38 @@ TEST(CliServe, RefusesInconsistentSettingsWithOneLine) {
   }
 }
 
+// A flag that needs another names the one that is missing: `--draft-model D` alone once said
+// "--num-speculative-tokens 0 is outside [1, 16]", about a value nobody gave. The same for the
+// flags that only mean something beside a draft model or suffix drafting, in serve and generate.
+TEST(CliServe, AFlagWithoutTheFlagItNeedsNamesTheMissingOne) {
+  REQUIRE_TINY_MODEL();
+  struct Case {
+    std::string command, flags, want;
+  };
+  const std::string d = tiny_model();
+  for (const Case& c : std::vector<Case>{
+           {"serve", "--draft-model " + d, "--draft-model needs --num-speculative-tokens: draft tokens per round, a count in [1, 16], or auto"},
+           {"serve", "--draft-model " + d + " --golden-al /nonexistent.yaml", "--draft-model needs --num-speculative-tokens"},
+           {"serve", "--draft-model " + d + " --spec-acceptance-length 2", "--draft-model needs --num-speculative-tokens"},
+           {"serve", "--spec-method suffix", "--spec-method suffix needs --num-speculative-tokens"},
+           {"serve", "--spec-method suffix --state-rollback replay", "--spec-method suffix needs --num-speculative-tokens"},
+           {"serve", "--suffix-max-depth 8", "--suffix-max-depth goes with --spec-method suffix"},
+           {"serve", "--draft-model " + d + " --num-speculative-tokens 2 --suffix-cache-tokens 100",
+            "--suffix-cache-tokens goes with --spec-method suffix"},
+           {"serve", "--spec-method greedy", "--spec-method greedy needs --draft-model"},
+           {"serve", "--draft-sample greedy", "--draft-sample needs --draft-model"},
+           {"serve", "--draft-confidence-threshold 0.3", "--draft-confidence-threshold needs --draft-model"},
+           {"generate", "--prompt hi --max-tokens 2 --draft-model " + d, "--draft-model needs --num-speculative-tokens"},
+           {"generate", "--prompt hi --max-tokens 2 --spec-method suffix", "--spec-method suffix needs --num-speculative-tokens"},
+       }) {
+    int st = 0;
+    const std::string out = run_capture(std::string(DS_CLI) + " " + c.command + " --model " + d + " " + c.flags, &st);
+    EXPECT_NE(st, 0) << c.command << " " << c.flags;
+    EXPECT_NE(out.find(c.want), std::string::npos) << c.command << " " << c.flags << ": " << out;
+    EXPECT_EQ(out.find("is outside [1, 16]"), std::string::npos) << out;
+  }
+}
+
 TEST(CliServe, SpeculativeServerSaysSyntheticAcceptanceAndCountsPredictionTokens) {
   REQUIRE_TINY_MODEL();
   const std::string golden = (fs::temp_directory_path() / ("ds_golden_" + std::to_string(getpid()) + ".yaml")).string();

@@ -404,5 +404,81 @@ TEST(HttpTransport, AHandlerThatThrowsGets500AndTheServerGoesOn) {
   t.stop();
 }
 
+// decorate() sees every answer to a request whose headers were read, whoever made it: the
+// handler (streams too), screen's refusal, a handler that threw, and the transport's own error
+// while the body was read. Errors before the headers are whole have no request to go by.
+TEST(HttpTransport, DecorateRunsOnEveryAnswerToARequestWithHeaders) {
+  TestApp app;
+  HttpApp a = app.app();
+  a.screen = [](const HttpRequest& r) -> std::optional<HttpResponse> {
+    if (r.path != "/refused") return std::nullopt;
+    HttpResponse res;
+    res.status = 403;
+    res.set_content("refused", "text/plain");
+    return res;
+  };
+  const auto handle = a.handle;
+  a.handle = [handle](const HttpRequest& r, HttpResponse& res) {
+    if (r.path == "/boom") throw std::runtime_error("kaboom");
+    handle(r, res);
+  };
+  a.decorate = [](const HttpRequest& r, HttpResponse& res) {
+    if (!r.header("X-Tag").empty()) res.set_header("X-Tagged", r.header("X-Tag"));
+  };
+  TransportOptions o;
+  o.max_body_bytes = 64 << 10;
+  o.max_header_count = 20;
+  HttpTransport t(o, a);
+  const int port = t.bind();
+  t.start();
+  auto req = [](const std::string& path, const std::string& tag) {
+    return "GET " + path + " HTTP/1.1\r\nHost: x\r\nX-Tag: " + tag + "\r\n\r\n";
+  };
+  std::string r = round_trip(port, req("/echo", "a"), "len=");
+  EXPECT_NE(r.find("X-Tagged: a\r\n"), std::string::npos) << r;
+  r = round_trip(port, req("/health", "inline"), "ok");
+  EXPECT_NE(r.find("X-Tagged: inline\r\n"), std::string::npos) << r;
+  r = round_trip(port, req("/refused", "b"));
+  EXPECT_EQ(r.rfind("HTTP/1.1 403 ", 0), 0u) << r;
+  EXPECT_NE(r.find("X-Tagged: b\r\n"), std::string::npos) << r;
+  r = round_trip(port, req("/boom", "c"));
+  EXPECT_EQ(r.rfind("HTTP/1.1 500 ", 0), 0u) << r;
+  EXPECT_NE(r.find("X-Tagged: c\r\n"), std::string::npos) << r;
+  {  // a stream's head
+    RawClient c(port);
+    ASSERT_TRUE(c.send(req("/stream", "d")));
+    const std::string head = c.read_until("\r\n\r\n");
+    EXPECT_NE(head.substr(0, head.find("\r\n\r\n")).find("X-Tagged: d\r\n"), std::string::npos) << head.substr(0, 300);
+  }
+  {  // a chunked body over the limit: 413 while it is read
+    RawClient c(port);
+    ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: x\r\nX-Tag: e\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    const std::string piece(16 << 10, 'a');
+    for (int i = 0; i < 64 && !c.readable(i < 4 ? 0 : 20); ++i)
+      if (!c.send("4000\r\n" + piece + "\r\n")) break;
+    r = c.read_until("\r\n\r\n");
+    EXPECT_EQ(r.rfind("HTTP/1.1 413 ", 0), 0u) << r.substr(0, 200);
+    EXPECT_NE(r.find("X-Tagged: e\r\n"), std::string::npos) << r.substr(0, 300);
+  }
+  // Too many headers: refused before they were all read, so nothing to decorate with.
+  std::string many;
+  for (int i = 0; i < 30; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
+  r = round_trip(port, "GET /echo HTTP/1.1\r\nHost: x\r\nX-Tag: f\r\n" + many + "\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 431 ", 0), 0u) << r;
+  EXPECT_EQ(r.find("X-Tagged"), std::string::npos) << r;
+  // The next request's error is not decorated with the one before's headers.
+  {
+    RawClient c(port);
+    ASSERT_TRUE(c.send(req("/echo", "g")));
+    r = c.read_until("len=");
+    c.clear();
+    ASSERT_TRUE(c.send("GARBAGE\r\n\r\n"));
+    r = c.read_until("\r\n\r\n");
+    EXPECT_EQ(r.rfind("HTTP/1.1 400 ", 0), 0u) << r;
+    EXPECT_EQ(r.find("X-Tagged"), std::string::npos) << r;
+  }
+  t.stop();
+}
+
 }  // namespace
 }  // namespace ds::http

@@ -31,6 +31,20 @@ TEST(WireFormat, ResponseHead) {
             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
 }
 
+// A 204 (a CORS preflight's answer) has no body, so no framing header either: browsers and
+// proxies may take a Content-Length on one as a protocol error.
+TEST(WireFormat, BodilessStatusesHaveNoFramingHeaders) {
+  HttpResponse r;
+  r.status = 204;
+  r.content_type.clear();
+  r.set_header("Access-Control-Max-Age", "600");
+  EXPECT_EQ(response_head(r, 0, false, true), "HTTP/1.1 204 No Content\r\nAccess-Control-Max-Age: 600\r\n\r\n");
+  r.status = 304;
+  EXPECT_EQ(response_head(r, 0, false, false).find("Content-Length"), std::string::npos);
+  r.status = 200;
+  EXPECT_NE(response_head(r, 0, false, true).find("Content-Length: 0\r\n"), std::string::npos);
+}
+
 TEST(WireFormat, TargetsSplitAndDecode) {
   std::string path, query;
   split_target("/v1/models/a%20b?x=1&y=%20", &path, &query);

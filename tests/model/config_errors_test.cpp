@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "model/config.h"
@@ -30,7 +31,7 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"model_type": "llama", "hidden_size": "8"})").find("'hidden_size' must be an integer"),
             std::string::npos);
-  EXPECT_NE(error_of("{nope").find("invalid JSON"), std::string::npos);
+  EXPECT_NE(error_of("{nope").find("not valid JSON"), std::string::npos);
   // GQA's RoPE keeps a head's angles on the stack: head_dim is bounded.
   EXPECT_NE(error_of(R"({"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 1, "vocab_size": 10,
       "intermediate_size": 16, "num_attention_heads": 1, "head_dim": 1024})")
@@ -42,6 +43,67 @@ TEST(ModelConfig, ErrorsNameTheProblem) {
       R"({"model_type": "kimi_linear", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10,
           "intermediate_size": 16, "linear_attn_config": {"num_heads": 1, "head_dim": 8, "kda_layers": [1, 3]}})";
   EXPECT_NE(error_of(kimi).find("kda_layers entry 3"), std::string::npos) << error_of(kimi);
+}
+
+// A value nested a million levels deep once parsed, then overflowed the stack when the error
+// for it was written (hidden_act's message dumps it; dump() recurses per level). It is refused
+// while parsing, naming the limit.
+TEST(ModelConfig, DeepNestingIsRefusedNamingTheLimit) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  for (const std::string& text :
+       {R"({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10, "intermediate_size": 16,
+            "hidden_act": )" + deep + "}",
+        R"({"model_type": )" + deep + "}", deep,
+        R"({"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10, "intermediate_size": 16,
+            "num_attention_heads": 1, "rope_scaling": )" + deep + "}"}) {
+    const std::string e = error_of(text);
+    EXPECT_NE(e.find("config.json: JSON nests deeper than 256 levels"), std::string::npos) << e.substr(0, 300);
+  }
+}
+
+// Sizes are checked against their range as written, before anything is sized by them:
+// num_hidden_layers 10^8 once made per-layer tables of 10^8 entries, and 2^32 + 1 was read as 1.
+TEST(ModelConfig, SizesOutsideTheirRangeAreRefusedNamingTheRange) {
+  auto llama = [](const std::string& key, const std::string& value) {
+    nlohmann::json j = nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+        "vocab_size": 512, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2})");
+    j[key] = nlohmann::json::parse(value);
+    return j.dump();
+  };
+  struct Case {
+    std::string key, value, want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"num_hidden_layers", "100000000", "key 'num_hidden_layers' is 100000000, outside [1, 1024]"},
+           {"num_hidden_layers", "2147483647", "key 'num_hidden_layers' is 2147483647, outside [1, 1024]"},
+           {"num_hidden_layers", "4294967297", "key 'num_hidden_layers' is 4294967297, outside [1, 1024]"},
+           {"num_hidden_layers", "18446744073709551615", "key 'num_hidden_layers' is 18446744073709551615, outside"},
+           {"num_hidden_layers", "-1", "key 'num_hidden_layers' is -1, outside [1, 1024]"},
+           {"num_hidden_layers", "0", "key 'num_hidden_layers' is 0, outside [1, 1024]"},
+           {"hidden_size", "1000000000", "key 'hidden_size' is 1000000000, outside [1, 65536]"},
+           {"vocab_size", "2147483647", "key 'vocab_size' is 2147483647, outside [1, 16777216]"},
+           {"intermediate_size", "4294967296", "key 'intermediate_size' is 4294967296, outside [1, 1048576]"},
+           {"num_attention_heads", "100000000", "key 'num_attention_heads' is 100000000, outside [1, 1024]"},
+           {"num_key_value_heads", "8", "key 'num_key_value_heads' is 8, outside [1, 4]"},
+           {"max_position_embeddings", "4294967296", "key 'max_position_embeddings' is 4294967296, outside [0, 16777216]"},
+           {"head_dim", "4294967298", "key 'head_dim' is 4294967298, too large for a size"},
+           {"eos_token_id", "4294967296", "key 'eos_token_id' is 4294967296, outside [0, 16777215]"},
+           {"eos_token_id", "[1, -5]", "key 'eos_token_id' is -5, outside [0, 16777215]"},
+       }) {
+    const std::string e = error_of(llama(c.key, c.value));
+    EXPECT_NE(e.find("config.json: " + c.want), std::string::npos) << c.key << " = " << c.value << ": " << e;
+  }
+  const std::string kimi =
+      R"({"model_type": "kimi_linear", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10,
+          "intermediate_size": 16, "linear_attn_config": {"num_heads": 1, "head_dim": 8, "kda_layers": [1, 4294967297]}})";
+  EXPECT_NE(error_of(kimi).find("kda_layers entry 4294967297 is not a layer number in [1, 2]"), std::string::npos)
+      << error_of(kimi);
+  const std::string experts =
+      R"({"model_type": "kimi_linear", "hidden_size": 8, "num_hidden_layers": 1, "vocab_size": 10,
+          "intermediate_size": 16, "linear_attn_config": {"num_heads": 1, "head_dim": 8, "kda_layers": [1]},
+          "num_experts": 100000000, "num_experts_per_token": 1, "moe_intermediate_size": 4})";
+  EXPECT_NE(error_of(experts).find("key 'num_experts' is 100000000, outside [0, 4096]"), std::string::npos)
+      << error_of(experts);
 }
 
 TEST(ModelConfig, KimiLayerKindsFollowTheRealConvention) {

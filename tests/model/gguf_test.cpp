@@ -2,8 +2,12 @@
 // mutated files), ggml's block layouts, and models written by `export-gguf` that load and
 // compute exactly what their checkpoint folders do (the weights are the same numbers).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +20,7 @@
 #include "model/gguf_model.h"
 #include "model/gguf_tokenizer.h"
 #include "model/gguf_writer.h"
+#include "model/model.h"
 #include "model/model_files.h"
 #include "model/quantize.h"
 #include "model_util.h"
@@ -294,6 +299,181 @@ TEST(GgufModelErrors, AnUnsupportedTensorTypeOrArchitectureIsNamed) {
   }
   fs::remove(file);
   fs::remove(f2);
+}
+
+// Runs fn in a child process whose address space may grow by at most `budget` bytes, and
+// returns what it threw (a ds::Error's message), "ok" when it returned, or what else happened:
+// a loader that sizes something from a count it did not check runs out of the budget.
+std::string bounded(const std::function<void()>& fn, size_t budget = size_t(512) << 20) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const rlim_t limit = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + budget;
+    const rlimit r{limit, limit};
+    ::setrlimit(RLIMIT_AS, &r);
+    std::string out;
+    try {
+      fn();
+      out = "ok";
+    } catch (const Error& e) {
+      out = e.what();
+    } catch (const std::bad_alloc&) {
+      out = "std::bad_alloc: over the memory budget";
+    } catch (const std::exception& e) {
+      out = std::string("other exception: ") + e.what();
+    }
+    if (::write(fds[1], out.data(), out.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status)) return "the child died (signal " + std::to_string(WTERMSIG(status)) + "): " + out;
+  return out;
+}
+
+// A file exported from a checkpoint folder with one u32 metadata value rewritten.
+std::string with_u32(const std::string& model, const std::string& key, uint32_t v, const std::string& tag) {
+  const std::string file = temp_path(tag + ".gguf");
+  export_gguf(model_dir(model), file);
+  std::vector<std::byte> b;
+  {
+    const GgufFile g = GgufFile::open(file);
+    const GgufValue* old = g.find(key);
+    EXPECT_TRUE(old && old->type == GgufValueType::U32) << key;
+    b.assign(g.bytes().begin(), g.bytes().end());
+  }
+  b = patched(b, key, 4, {uint8_t(v), uint8_t(v >> 8), uint8_t(v >> 16), uint8_t(v >> 24)});
+  write_bytes(file, b);
+  return file;
+}
+
+// block_count 10^8 once made the loader allocate 2.4 GB of per-layer tables before its first
+// missing tensor, and 2^31 - 1 ended in bad_alloc. Every size the config is made of is checked
+// against its range (and block_count against the file's tensors) before anything is sized by it;
+// the error names the key and the range, and the loader stays within a small memory budget.
+TEST(GgufModelErrors, SizesFromTheMetadataAreCheckedBeforeAnythingIsSizedByThem) {
+  struct Case {
+    std::string model, key;
+    uint32_t value;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"tiny-llama-f32", "llama.block_count", 100000000, "llama.block_count is 100000000, outside [1, 1024]"},
+      {"tiny-llama-f32", "llama.block_count", 2147483647, "llama.block_count is 2147483647, outside [1, 1024]"},
+      {"tiny-llama-f32", "llama.block_count", 4294967295u, "llama.block_count is 4294967295, outside [1, 1024]"},
+      {"tiny-llama-f32", "llama.block_count", 0, "llama.block_count is 0, outside [1, 1024]"},
+      {"tiny-llama-f32", "llama.block_count", 1000, "llama.block_count is 1000, but the file has"},
+      {"tiny-llama-f32", "llama.embedding_length", 2147483647, "llama.embedding_length is 2147483647, outside [1, 65536]"},
+      {"tiny-llama-f32", "llama.feed_forward_length", 100000000, "llama.feed_forward_length is 100000000, outside [1, 1048576]"},
+      {"tiny-llama-f32", "llama.attention.head_count", 100000000, "llama.attention.head_count is 100000000, outside [1, 1024]"},
+      {"tiny-llama-f32", "llama.attention.head_count_kv", 5, "llama.attention.head_count_kv is 5, outside [1, 4]"},
+      {"tiny-llama-f32", "llama.attention.key_length", 100000, "llama.attention.key_length is 100000, outside [1, 512]"},
+      {"tiny-llama-f32", "llama.vocab_size", 2147483647, "llama.vocab_size is 2147483647, outside [1, 16777216]"},
+      {"tiny-llama-f32", "llama.context_length", 2147483647, "llama.context_length is 2147483647, outside [0, 16777216]"},
+      {"tiny-hybrid-bf16", "kimi-linear.block_count", 100000000, "kimi-linear.block_count is 100000000, outside [1, 1024]"},
+      {"tiny-hybrid-bf16", "kimi-linear.block_count", 2147483647, "kimi-linear.block_count is 2147483647, outside [1, 1024]"},
+      {"tiny-hybrid-bf16", "kimi-linear.attention.head_count", 100000000, "kimi-linear.attention.head_count is 100000000"},
+      {"tiny-hybrid-bf16", "kimi-linear.kda.head_dim", 100000, "kimi-linear.kda.head_dim is 100000, outside [1, 512]"},
+      {"tiny-hybrid-bf16", "kimi-linear.vocab_size", 2147483647, "kimi-linear.vocab_size is 2147483647"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    const std::string file = with_u32(c.model, c.key, c.value, "sizes-" + std::to_string(i++));
+    for (const auto& [what, fn] : std::vector<std::pair<std::string, std::function<void()>>>{
+             {"config", [&] { load_model_config(file); }},
+             {"weights", [&] { WeightStore::open(file); }},
+             {"model", [&] { Model::load(file, 1); }}}) {
+      const std::string r = bounded(fn);
+      EXPECT_NE(r.find(c.want), std::string::npos) << c.key << " = " << c.value << " (" << what << "): " << r;
+      EXPECT_NE(r.find("GGUF " + file), std::string::npos) << r;
+    }
+    fs::remove(file);
+  }
+}
+
+// The fuzz corpus's files (the seed and the pathological ones fuzz/make_gguf_pathological.py
+// wrote) each load or are refused with a ds::Error naming the file, within the memory budget.
+TEST(GgufModelErrors, EveryCorpusFileLoadsOrIsRefusedInSmallMemory) {
+  int files = 0, refused = 0;
+  for (const auto& e : fs::directory_iterator(std::string(DS_SOURCE_DIR) + "/fuzz/corpus/gguf_header")) {
+    const std::string path = e.path().string();
+    const std::string r = bounded([&] {
+      const GgufFile g = GgufFile::open(path);
+      (void)gguf_config_json(g);
+      (void)gguf_tokenizer_json(g);
+      (void)load_model_config(path);
+      (void)WeightStore::open(path);
+    });
+    ++files;
+    if (r == "ok") continue;
+    ++refused;
+    EXPECT_EQ(r.rfind("GGUF " + path + ": ", 0), 0u) << path << ": " << r;
+  }
+  EXPECT_GE(files, 15);
+  EXPECT_GE(refused, 13);
+}
+
+// The header's own counts and lengths: each checked against the bytes the file has left and a
+// ceiling before anything is allocated for it; the error names the field and the range.
+TEST(GgufFile, CountsAndLengthsPastTheirCeilingAreRefusedNamingTheRange) {
+  const std::vector<std::byte> ok = sample().to_bytes();
+  std::vector<std::byte> b = ok;
+  b[8] = std::byte{0}, b[9] = std::byte{0}, b[10] = std::byte{0}, b[11] = std::byte{0x80};  // 2^31 tensors
+  expect_refused(b, "tensor count 2147483648 is impossible");
+  b = ok;
+  b[16] = std::byte{0}, b[17] = std::byte{0}, b[18] = std::byte{0x10};  // 2^20 metadata entries in a tiny file
+  expect_refused(b, "metadata count 1048576 is impossible");
+  // An array length past what the file holds, and one the file holds but past the ceiling.
+  expect_refused(patched(ok, "x.ints", 8, {0, 0, 0, 2}), "array of 33554432 elements cannot fit");
+  {
+    const uint64_t n = (uint64_t(1) << 24) + 1;
+    std::vector<std::byte> arr(12 + n, std::byte{0});
+    const uint32_t u8 = uint32_t(GgufValueType::U8);
+    std::memcpy(arr.data(), &u8, 4);
+    std::memcpy(arr.data() + 4, &n, 8);
+    GgufWriter big;
+    big.set_raw("x.bytes", uint32_t(GgufValueType::Array), arr);
+    std::vector<std::byte> bb = big.to_bytes();
+    expect_refused(bb, "key 'x.bytes': array of 16777217 elements, outside [0, 16777216]");
+  }
+  // A key and a tensor name longer than their ceilings (and than the file).
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32(std::string(70000, 'k'), 1);
+  const std::string p = temp_path("longkey.gguf");
+  w.write(p);
+  try {
+    GgufFile::open(p);
+    ADD_FAILURE() << "took a 70000-byte key";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("metadata key at byte"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is 70000 bytes long, outside [0, 65535]"), std::string::npos) << e.what();
+  }
+  GgufWriter t;
+  std::vector<float> v(32, 1.f);
+  t.add_tensor(std::string(5000, 'n'), uint32_t(GgmlType::F32), {32}, std::as_bytes(std::span<const float>(v)));
+  t.write(p);
+  try {
+    GgufFile::open(p);
+    ADD_FAILURE() << "took a 5000-byte tensor name";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor name at byte"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("outside [0, 4096]"), std::string::npos) << e.what();
+  }
+  fs::remove(p);
 }
 
 }  // namespace

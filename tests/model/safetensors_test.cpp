@@ -356,6 +356,15 @@ TEST(SafetensorsErrors, MalformedHeaders) {
        8, {"'w'", "twice"}},
       {"metadata value", R"({"__metadata__": {"format": 1}})", 0, {"__metadata__", "format"}},
       {"metadata type", R"({"__metadata__": [1]})", 0, {"__metadata__"}},
+      // Nothing in a header nests deeper than 3 (the file's object, an entry, its shape), so
+      // nothing deeper is built: a million levels is refused while parsing, naming the limit.
+      {"nested shape", R"({"w": {"dtype": "F32", "shape": [[1]], "data_offsets": [0, 4]}})", 4,
+       {"header: JSON nests deeper than 3 levels"}},
+      {"deep", "{\"w\": " + std::string(1000000, '[') + std::string(1000000, ']') + "}", 0,
+       {"header: JSON nests deeper than 3 levels"}},
+      {"nested metadata", R"({"__metadata__": {"a": {"b": [1]}}})", 0, {"header: JSON nests deeper than 3 levels"}},
+      {"too many dims", R"({"w": {"dtype": "F32", "shape": [1,1,1,1,1,1,1,1,1], "data_offsets": [0, 4]}})", 4,
+       {"'w'", "shape has 9 dims, outside [0, 8]"}},
   };
   TempDir dir;
   for (const auto& c : cases) {

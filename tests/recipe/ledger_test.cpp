@@ -90,5 +90,42 @@ TEST(Ledger, RewrittenHashWithoutItsChainIsDetected) {
   expect_refused(p, "entry 1 (line 2) changed");
 }
 
+// An entry nested a million levels deep once parsed, then overflowed the stack when the chain
+// check dumped it to hash it (`recipe run` crashed on such a ledger). Parsing now refuses it,
+// naming the limit, before anything walks it; so does every other deep shape.
+TEST(Ledger, ADeeplyNestedEntryIsRefusedNamingTheLimit) {
+  TempDir d("ledger_deep");
+  const std::string p = three_entries(d);
+  const std::string good = read(p);
+  // The line links to the entry before it, so the old check got as far as hashing (dumping) it.
+  const size_t last = good.rfind('\n', good.size() - 2) + 1;
+  const std::string prev = nlohmann::json::parse(good.substr(last))["hash"];
+  for (const std::string& deep : {std::string(1000000, '[') + std::string(1000000, ']'),
+                                  [] {
+                                    std::string s;
+                                    for (int i = 0; i < 200000; ++i) s += "{\"a\":";
+                                    return s + "1" + std::string(200000, '}');
+                                  }(),
+                                  std::string(1000000, '[')}) {  // unclosed, too
+    write(p, good + R"({"seq":3,"prev":")" + prev + R"(","entry":)" + deep + R"(,"hash":"y"})" + "\n");
+    try {
+      read_ledger(p);
+      FAIL() << "read a ledger with an entry nested " << deep.size() / 2 << " deep";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("entry 3 (line 4)"), std::string::npos) << m.substr(0, 300);
+      EXPECT_NE(m.find("nests deeper than 256 levels"), std::string::npos) << m.substr(0, 300);
+      EXPECT_LT(m.size(), 600u);  // the message does not carry the line
+    }
+    expect_refused(p, "nests deeper than 256 levels");
+  }
+  // Nesting up to the limit is an ordinary entry.
+  write(p, good);
+  nlohmann::json nested = 1;
+  for (int i = 0; i < 250; ++i) nested = nlohmann::json::array({nested});
+  append_ledger(p, {{"deep", nested}});
+  EXPECT_EQ(read_ledger(p).size(), 4u);
+}
+
 }  // namespace
 }  // namespace ds::recipe

@@ -128,6 +128,45 @@ TEST(RecipeValidation, UnknownKeyNamesItAndItsLine) {
                  {"r.yaml:14:", "unknown key 'draft_token'"});
 }
 
+// A NUL in a name once cut `recipe plan`'s output short. Every string of a recipe must be UTF-8
+// without control characters, names must not read as flags on the command lines they are passed
+// on, and the refusal names the field and its line (and never echoes the bad bytes).
+TEST(RecipeValidation, ControlCharactersInNamesAndStringsAreRefused) {
+  const std::string rest = "model: m\ndraft_model: d\ngolden_al: golden.yaml\nconcurrency: [1, 4, 16]\n";
+  const std::string served = "served_name: s\n";
+  for (const std::string& bad : {std::string("\"t\\0x\""), std::string("\"t\\nx\""), std::string("\"t\\tx\""),
+                                 std::string("\"t\\ex[2J\""), std::string("\"t\\x7f\""), std::string("\"t\\u0085x\""),
+                                 std::string("\"\\0\""), std::string("\"t\\rx\"")}) {
+    const std::string msg = plan_error("name: " + bad + "\n" + served + rest + kBands);
+    EXPECT_NE(msg.find("r.yaml:1: 'name' holds a control character"), std::string::npos) << bad << ": " << msg;
+    for (char c : msg) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) << bad << ": " << msg;
+  }
+  expect_refused("name: t\nserved_name: \"s\\0evil\"\n" + rest + kBands, {"r.yaml:2: 'served_name' holds a control character (U+0000)"});
+  expect_refused("name: t\n" + served + rest + "bench:\n  model: \"s\\x1b\"\n" + kBands,
+                 {"r.yaml:8: 'bench.model' holds a control character (U+001B)"});
+  expect_refused(base("bands:\n  - name: \"a\\0b\"\n    concurrency: 1-64\n"), {"r.yaml:12: 'name' holds a control character"});
+  expect_refused("name: t\n" + served + "model: \"m\\0/x\"\ndraft_model: d\nconcurrency: [1]\nbands:\n  - name: a\n    concurrency: 1-4\n",
+                 {"r.yaml:3: 'model' holds a control character"});
+  expect_refused(base(kBands, "server:\n  host: \"127.0.0.1\\n\"\n"), {"'host' holds a control character (U+000A)"});
+  expect_refused(base(kBands, "\"hard\\0ware\": {}\n"), {"r.yaml:10:", "recipe: a key holds a control character"});
+  // Not UTF-8: a lone continuation byte, a truncated sequence, an overlong encoding.
+  // (yaml-cpp writes the YAML escape \N as the byte 0x85, which is not UTF-8 either.)
+  for (const std::string& bytes :
+       {std::string("t\x80"), std::string("t\xe2\x82"), std::string("t\xc0\xaf"), std::string("\"t\\N\"")}) {
+    const std::string msg = plan_error("name: " + bytes + "\n" + served + rest + kBands);
+    EXPECT_NE(msg.find("r.yaml:1:"), std::string::npos) << msg;
+    EXPECT_TRUE(msg.find("'name' is not UTF-8") != std::string::npos || msg.find("not valid YAML") != std::string::npos) << msg;
+  }
+  // Names go on command lines as values: one that starts with '-' would read as a flag.
+  expect_refused("name: --out=/tmp/x\n" + served + rest + kBands, {"r.yaml:1: 'name' is '--out=/tmp/x'", "start with '-'"});
+  expect_refused("name: t\nserved_name: -x\n" + rest + kBands, {"r.yaml:2: 'served_name'", "start with '-'"});
+  expect_refused("name: \"\"\n" + served + rest + kBands, {"r.yaml:1: 'name' is empty"});
+  // What is fine stays fine: any printable Unicode.
+  std::string unicode = base(kBands);
+  unicode.replace(0, 8, "name: \"Kimi K3 — démo ✓\"\n");
+  EXPECT_EQ(plan_error(unicode), "");
+}
+
 TEST(RecipeValidation, SpeculationWithoutADraftModel) {
   expect_refused("name: t\nmodel: m\nserved_name: s\ngolden_al: golden.yaml\nconcurrency: [1]\n"
                  "bands:\n  - name: a\n    concurrency: 1-4\n    draft_tokens: 3\n",

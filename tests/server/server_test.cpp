@@ -468,6 +468,31 @@ namespace ds {
 namespace {
 
 // Hostile and malformed bodies get a 4xx error object and leave the server serving.
+// Bodies nested far past any request's shape get 400 in the API's error shape, naming the
+// limit, on every route that reads a body; the server goes on serving.
+TEST(Server, DeeplyNestedBodiesGet400NamingTheLimit) {
+  testing::TestServer s;
+  std::string mixed;
+  for (int i = 0; i < 100000; ++i) mixed += i % 2 ? "{\"a\":" : "[";
+  const std::vector<std::string> bodies = {
+      std::string(100000, '[') + std::string(100000, ']'),
+      std::string(1000000, '[') + std::string(1000000, ']'),
+      R"({"messages":[{"role":"user","content":"x"}],"tools":)" + std::string(100000, '[') + std::string(100000, ']') + "}",
+      mixed,
+  };
+  for (const auto& b : bodies)
+    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+      auto r = testing::http_call(s.port, "POST", path, b);
+      EXPECT_EQ(r.status, 400) << path << " " << r.raw.substr(0, 200);
+      ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << path << " " << r.raw.substr(0, 200);
+      EXPECT_EQ(r.body["error"]["type"], "invalid_request_error");
+      const std::string m = r.body["error"]["message"];
+      EXPECT_NE(m.find("nests deeper than 32 levels"), std::string::npos) << m;
+    }
+  EXPECT_EQ(testing::http_call(s.port, "GET", "/health").status, 200);
+  EXPECT_EQ(testing::post(s.port, "/v1/completions", {{"prompt", "ok"}, {"max_tokens", 2}}).status, 200);
+}
+
 TEST(Server, NeverCrashesOnMalformedBodies) {
   testing::TestServer s;
   std::vector<std::string> bodies = {

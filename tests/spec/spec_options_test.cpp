@@ -228,6 +228,16 @@ TEST(SpecStartup, FlagsParseCountsAutoAndTheVerifier) {
   f.method = "block";
   f.verify = "greedy";
   EXPECT_NE(error_of(f).find("--spec-verify goes with --spec-method suffix"), std::string::npos);
+  // No K: the flag that needs it is named, not a value of 0.
+  f = cli::SpecFlags{};
+  f.draft_model = "d";
+  EXPECT_EQ(error_of(f), "--draft-model needs --num-speculative-tokens: draft tokens per round, a count in [1, 16], or auto");
+  f = cli::SpecFlags{};
+  f.method = "suffix";
+  EXPECT_EQ(error_of(f), "--spec-method suffix needs --num-speculative-tokens: draft tokens per round, a count in [1, 16], or auto");
+  f.k = "0";  // given, and out of range: that is the range's error, at start-up
+  SpecOptions zero = cli::spec_options_of(f);
+  expect_start_error(zero, "--num-speculative-tokens 0 is outside [1, 16]");
 }
 
 TEST(SpecStartup, GoldenFileSetsTheAcceptanceLengthForK) {

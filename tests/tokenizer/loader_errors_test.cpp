@@ -38,6 +38,29 @@ TEST(LoaderErrors, NotJson) {
   expect_error("[1, 2]", {"object"});
 }
 
+// Nesting deeper than any tokenizer needs is refused while parsing, naming the limit: an error
+// message that dumps a field once recursed through all of its levels.
+TEST(LoaderErrors, DeepNestingIsRefusedNamingTheLimit) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  expect_error(deep, {"nests deeper than 256 levels"});
+  json j = test::tiny_json({});
+  const std::string text = j.dump();
+  expect_error("{\"normalizer\": " + deep + ", " + text.substr(1), {"nests deeper than 256 levels"});
+  expect_error(text.substr(0, text.size() - 1) + ", \"x\": " + std::string(500000, '['), {"nests deeper than 256 levels"});
+}
+
+// Tables are sized by the highest id: a three-token file with an id of 2^24 - 1 once cost
+// ~700 MB of empty entries. The id span is bounded by the tokens the file defines.
+TEST(LoaderErrors, IdsFarPastTheDefinedTokensAreRefused) {
+  expect_error([](json& j) { j["added_tokens"].push_back({{"id", 16777215}, {"content", "<|far|>"}, {"special", true}}); },
+               {"model.vocab", "token ids reach 16777215", "[0, "});
+  expect_error([](json& j) { j["model"]["vocab"]["zz"] = 10000000; }, {"model.vocab", "token ids reach 10000000"});
+  // Holes a real vocabulary has (padding, reserved ids) are fine.
+  json j = test::tiny_json({});
+  j["added_tokens"].push_back({{"id", 60000}, {"content", "<|reserved|>"}, {"special", true}});
+  EXPECT_EQ(Tokenizer::from_json_text(j.dump(), "ok.json").token_id("<|reserved|>"), 60000);
+}
+
 TEST(LoaderErrors, UnsupportedTypesNameTheField) {
   expect_error([](json& j) { j["model"]["type"] = "WordPiece"; }, {"model.type", "WordPiece", "BPE"});
   expect_error([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }, {"normalizer", "NFC"});
