@@ -36,7 +36,7 @@ def free_port():
 
 
 def post(port, body, timeout=600):
-    data = json.dumps(body).encode()
+    data = (body if isinstance(body, str) else json.dumps(body)).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=data,
                                  headers={"Content-Type": "application/json"})
     t0 = time.time()
@@ -67,9 +67,6 @@ def schema_body(schema, max_tokens=8):
 def classes():
     chain = {"$defs": {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(14000)}, "$ref": "#/$defs/d0"}
     chain["$defs"]["d14000"] = {"type": "integer"}
-    deep = "x"
-    for _ in range(100000):
-        deep = [deep]
     return {
         "left_recursion": schema_body({"$defs": {"expr": {"anyOf": [
             {"type": "object", "properties": {"l": {"$ref": "#/$defs/expr"}}}, {"$ref": "#/$defs/expr"},
@@ -86,7 +83,9 @@ def classes():
         "non_object_tool": {"messages": [{"role": "user", "content": "call"}], "max_tokens": 8,
                             "tool_choice": "required",
                             "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "integer"}}}]},
-        "body_nested_100k": {"messages": [{"role": "user", "content": "x"}], "max_tokens": 4, "metadata": deep},
+        # json.dumps recurses per level: this body is written as text (post() sends a str as is).
+        "body_nested_100k": '{"messages": [{"role": "user", "content": "x"}], "max_tokens": 4, "metadata": ' +
+                            "[" * 100000 + '"x"' + "]" * 100000 + "}",
     }
 
 

@@ -39,7 +39,7 @@ struct ServeArgs {
   std::string http_sched = "normal";
   double grace_s = 30;
   double max_body_mb = 32;
-  double grammar_cache_mb = 256;
+  double grammar_cache_mb = 128;
   server::ServerOptions http;  // the transport's limits, parsed in place
   dist::RankOptions ranks;
 };

@@ -278,22 +278,20 @@ class ResponseWriter {
 
 void handle_generation(ServerContext& ctx, const http::HttpRequest& http_req, http::HttpResponse& res, bool chat) {
   if (ctx.draining.load()) throw shutting_down("the server is shutting down and accepts no new requests");
-  const json body = parse_json_body(http_req.body);
-  GenerationRequest g;
-  if (chat) {
+  // The parsed bodies live only while the request is read out of them: a request with a large
+  // schema may wait for its compile (server/output_constraint.h), and should not hold two parses
+  // of its body meanwhile.
+  GenerationRequest g = [&] {
+    const json body = parse_json_body(http_req.body);
+    if (!chat) return parse_completion_request(body);
     // Schemas keep their property order only in an order-preserving parse (openai_request.h).
     bool needs_order = false;
     for (const char* key : {"tools", "tool_choice", "response_format", "parallel_tool_calls"})
       needs_order = needs_order || body.contains(key);
-    if (needs_order) {
-      const nlohmann::ordered_json ordered = parse_json_body_ordered(http_req.body);
-      g = parse_chat_request(body, &ordered);
-    } else {
-      g = parse_chat_request(body);
-    }
-  } else {
-    g = parse_completion_request(body);
-  }
+    if (!needs_order) return parse_chat_request(body);
+    const nlohmann::ordered_json ordered = parse_json_body_ordered(http_req.body);
+    return parse_chat_request(body, &ordered);
+  }();
   const std::string model = g.model.empty() ? ctx.opts.served_model_names.front() : g.model;
   if (!ctx.serves(model)) throw model_not_found(model, ctx.served_names);
 

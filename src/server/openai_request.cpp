@@ -340,9 +340,9 @@ json parse_json_body(const std::string& body) {
 ojson parse_json_body_ordered(const std::string& body) {
   // An ordered object finds a key by scanning its members, so parsing one of n members costs
   // n^2/2 comparisons: a 32 MB body of one object with a million keys would hold a core for
-  // hours. The members each insertion scans are counted over the whole body and bounded (about
-  // a quarter of a second of work): an object of ~8,000 members alone, or many smaller ones.
-  constexpr uint64_t kMaxMemberScans = uint64_t(1) << 25;
+  // hours. The members each insertion scans are counted over the whole body and bounded (some
+  // tens of milliseconds of work): an object of ~4,000 members alone, or many smaller ones.
+  constexpr uint64_t kMaxMemberScans = uint64_t(1) << 23;
   std::vector<uint64_t> members;  // of each object open at the parse's point
   uint64_t scans = 0;
   const ojson::parser_callback_t count = [&](int, ojson::parse_event_t event, ojson&) {
@@ -354,7 +354,7 @@ ojson parse_json_body_ordered(const std::string& body) {
       scans += members.back()++;
       if (scans > kMaxMemberScans)
         throw invalid_request("the request body's objects hold too many members to keep in order (an object of about " +
-                              std::to_string(members.back()) + " members; at most about 8,000 in all)");
+                              std::to_string(members.back()) + " members; at most about 4,000 in all)");
     }
     return true;
   };

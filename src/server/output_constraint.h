@@ -54,7 +54,7 @@ class OutputConstraints {
   // produced under a constraint).
   OutputConstraints(const Tokenizer& tok, int model_vocab, ChatFormat format, size_t max_grammars = 32,
                     size_t mask_cache_bytes_per_grammar = 8u << 20, const grammar::GrammarLimits& limits = {},
-                    size_t cache_bytes = 256u << 20, int concurrent_compiles = 1);
+                    size_t cache_bytes = 128u << 20, int concurrent_compiles = 1);
   ~OutputConstraints();
 
   // A fresh constraint for this request, or null when its output is free. Throws ApiError 400

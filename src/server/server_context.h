@@ -42,7 +42,7 @@ struct ServerOptions {
   // Output constraints (server/output_constraint.h, docs/tools.md "Limits"): what one grammar
   // may cost, and the bytes the compiled grammars are kept in.
   grammar::GrammarLimits grammar_limits;
-  size_t grammar_cache_bytes = 256u << 20;
+  size_t grammar_cache_bytes = 128u << 20;
 };
 
 struct ServerContext {

@@ -92,3 +92,31 @@ TEST(JsonParse, TheCallersCallbackStillRuns) {
 
 }  // namespace
 }  // namespace ds
+
+namespace ds {
+namespace {
+
+TEST(JsonParse, ManyObjectsInOneObjectCostLinearTime) {
+  // nlohmann's callback parser rescans an object after each object inside it: a million members
+  // took hours (the test's timeout is what catches that). The bounded parse checks the nesting
+  // in a SAX pass and builds without a callback.
+  std::string text = "{";
+  for (int i = 0; i < 1000000; ++i) text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":{}";
+  text += "}";
+  const nlohmann::json j = parse_json(text, "w");
+  EXPECT_EQ(j.size(), 1000000u);
+  int keys = 0;
+  const nlohmann::json::parser_callback_t count = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& k) {
+    if (ev == nlohmann::json::parse_event_t::key) {
+      EXPECT_EQ(depth, 1);
+      EXPECT_TRUE(k.is_string());
+      ++keys;
+    }
+    return true;
+  };
+  (void)parse_json(text, "w", kMaxJsonDepth, count);
+  EXPECT_EQ(keys, 1000000);
+}
+
+}  // namespace
+}  // namespace ds
