@@ -65,7 +65,7 @@ TEST(HostileSchemaServer, EveryClassIsAnsweredAndTheServerServesOn) {
       {"100,000 nested groups", json{{"type", "string"}, {"pattern", std::string(100000, '(') + "a" + std::string(100000, ')')}}.dump(), 400, true, false},
       {"a billion maxLength", R"({"type":"string","maxLength":1000000000})", 400},
       {"a million minItems", R"({"type":"array","minItems":1000000})", 400},
-      {"5,000 chained definitions", chain_of_definitions(5000), 200, true, false},
+      {"3,000 chained definitions", chain_of_definitions(3000), 200, true, false},
       {"14,000 chained definitions", chain_of_definitions(14000), 400, false, false},
       {"50,000 enum values", json{{"enum", big_enum}}.dump(), 200, true, false},
   };
