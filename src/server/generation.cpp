@@ -144,8 +144,10 @@ class ResponseWriter {
     json lp = want_logprobs_ ? lp_.take() : json(nullptr);
     std::string text = text_.flush();
     if (tool_format_) {
+      // The streaming parser's rules over the whole text (tool_parser.h): the same content and
+      // calls a streamed response gives, whatever ended the output.
       ParsedOutput parsed = parse_tool_calls(*tool_format_, text, tool_names_, {});
-      if (!parsed.calls.empty()) return full_response(meta_, parsed.content, reason_, lp, usage(), parsed.calls);
+      return full_response(meta_, parsed.content, reason_, lp, usage(), parsed.calls);
     }
     return full_response(meta_, text, reason_, lp, usage());
   }
