@@ -144,6 +144,96 @@ TEST(ToolsServer, BadToolRequestsAre400sNamingTheField) {
   EXPECT_EQ(post(s.port, "/v1/chat/completions", chat_body({{"max_tokens", 2}})).status, 200);
 }
 
+// Tool arguments are a JSON object in every format: a parameters schema that admits anything
+// else is refused whatever tool_choice says (a forced call used to write `850`, which no parser
+// takes back, and answer with no tool_calls), naming the tool and where in its schema.
+TEST(ToolsServer, ParametersThatAdmitANonObjectAreRefusedForEveryToolChoice) {
+  TestServer s;
+  const auto tool = [](const std::string& name, const json& parameters) {
+    json t = {{"type", "function"}, {"function", {{"name", name}}}};
+    if (!parameters.is_null()) t["function"]["parameters"] = parameters;
+    return t;
+  };
+  struct Bad {
+    json parameters;
+    std::string where;  // in the message
+  };
+  const std::vector<Bad> bad = {
+      {{{"type", "integer"}}, "'/type'"},
+      {{{"type", json::array({"object", "null"})}}, "'/type'"},
+      {{{"anyOf", json::array({{{"type", "object"}}, {{"type", "string"}}})}}, "'/anyOf/1/type'"},
+      {{{"anyOf", json::array({{{"type", "object"}}, json::object()})}}, "'/anyOf/1'"},
+      {{{"type", "object"}, {"oneOf", json::array({{{"type", "object"}}, {{"type", "array"}}})}}, "'/oneOf/1/type'"},
+      {{{"enum", json::array({1, 2})}}, "'/enum'"},
+      {{{"const", "x"}}, "'/const'"},
+      {{{"items", {{"type", "string"}}}}, "'/items'"},
+      {{{"$ref", "#/$defs/n"}, {"$defs", {{"n", {{"type", "integer"}}}}}}, "'/$defs/n/type'"},
+      {json::parse(R"({"$ref": "#/definitions/a",
+                       "definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"type": "number"}}})"),
+       "'/definitions/b/type'"},
+      {{{"$ref", "#/$defs/missing"}, {"$defs", json::object()}}, "'/$ref'"},
+      {{{"$ref", "https://example.com/args.json"}}, "'/$ref'"},
+      {{{"$ref", "#/$defs/a"}, {"$defs", {{"a", {{"$ref", "#/$defs/a"}}}}}}, "32 levels"},
+  };
+  const std::vector<json> choices = {"auto", "none", "required",
+                                     {{"type", "function"}, {"function", {{"name", "nums"}}}}};
+  for (const Bad& b : bad) {
+    for (const json& choice : choices) {
+      const json tools = json::array({weather_tool(), tool("nums", b.parameters)});
+      const HttpResult r = post(s.port, "/v1/chat/completions", chat_body({{"tools", tools}, {"tool_choice", choice}}));
+      const std::string what = b.parameters.dump() + " with tool_choice " + choice.dump();
+      ASSERT_EQ(r.status, 400) << what << " -> " << r.raw;
+      EXPECT_EQ(r.body["error"]["type"], "invalid_request_error") << r.raw;
+      EXPECT_EQ(r.body["error"]["param"], "tools") << r.raw;
+      const std::string msg = r.body["error"]["message"];
+      EXPECT_NE(msg.find("tools[1].function.parameters"), std::string::npos) << what << ": " << msg;
+      EXPECT_NE(msg.find("'nums'"), std::string::npos) << what << ": " << msg;
+      EXPECT_NE(msg.find(b.where), std::string::npos) << what << ": " << msg;
+    }
+  }
+  // Schemas that admit only objects, or say nothing of the type: a forced call to them is a call
+  // with an object for its arguments.
+  const std::vector<json> good = {
+      nullptr,
+      json::object(),
+      {{"description", "no type given"}},
+      {{"type", "object"}},
+      {{"type", json::array({"object"})}},
+      {{"properties", {{"n", {{"type", "integer"}}}}}, {"required", json::array({"n"})}},
+      {{"anyOf", json::array({{{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}},
+                              {{"type", "object"}, {"properties", {{"b", {{"type", "boolean"}}}}}}})}},
+      {{"allOf", json::array({{{"type", "object"}}})}},
+      json::parse(R"({"$ref": "#/$defs/args", "$defs": {"args": {"type": "object",
+                     "properties": {"n": {"type": "integer"}}, "required": ["n"]}}})"),
+  };
+  for (const json& p : good) {
+    for (const json& choice : choices) {
+      const HttpResult r = post(s.port, "/v1/chat/completions",
+                                chat_body({{"tools", json::array({tool("nums", p)})},
+                                           {"tool_choice", choice},
+                                           {"max_tokens", 60}}));
+      const std::string what = p.dump() + " with tool_choice " + choice.dump();
+      ASSERT_EQ(r.status, 200) << what << " -> " << r.raw;
+      if (choice == "auto" || choice == "none") continue;
+      const json& msg = r.body["choices"][0]["message"];
+      ASSERT_TRUE(msg.contains("tool_calls") && !msg["tool_calls"].empty()) << what << " -> " << r.raw;
+      // The fake model may write a long map: cut by max_tokens, the last call's arguments are
+      // the start of an object; a call that ended has an object.
+      const bool cut = r.body["choices"][0]["finish_reason"] == "length";
+      for (size_t i = 0; i < msg["tool_calls"].size(); ++i) {
+        const json& call = msg["tool_calls"][i];
+        EXPECT_EQ(call["function"]["name"], "nums") << r.raw;
+        const std::string text = call["function"]["arguments"];
+        if (cut && i + 1 == msg["tool_calls"].size()) {
+          EXPECT_EQ(text.substr(0, 1), "{") << what << " -> " << r.raw;
+          continue;
+        }
+        EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << what << " -> " << r.raw;
+      }
+    }
+  }
+}
+
 TEST(ToolsServer, LogitBiasSteersGreedyDecoding) {
   TestServer s;
   const auto hello = test_tokenizer().token_id("Hello");
