@@ -323,6 +323,7 @@ void handle_generation(ServerContext& ctx, const http::HttpRequest& http_req, ht
   r.sampling.logit_bias = checked_logit_bias(g, ctx.engine.vocab_size());
   r.constraint = ctx.constraints.for_request(g);
   if (!g.seed_given) r.sampling.seed = fresh_seed();
+  r.sampling.reproducible = g.seed_given;  // a seed the client gave repeats its text, speculation or not
   r.max_tokens = max_tokens;
   r.ignore_eos = g.ignore_eos;
   if (chat && ctx.end_of_turn >= 0) r.stop_token_ids.push_back(ctx.end_of_turn);
