@@ -361,6 +361,8 @@ void check_stops(int port, const std::vector<std::string>& stops, const std::str
     b["stop"] = json::array({stop});
     const Reply whole = whole_reply(port, b), streamed = streamed_reply(port, b);
     ASSERT_EQ(streamed, whole) << "stop " << json(stop).dump() << "\nwhole: " << whole.raw << "\nstreamed: " << streamed.raw;
+    // The output ended on a stop: with calls (whole or cut short) that is tool_calls.
+    EXPECT_EQ(whole.finish, whole.calls.empty() ? "stop" : "tool_calls") << "stop " << json(stop).dump() << ": " << whole;
     if (stop != closing) continue;
     ASSERT_EQ(whole.calls.size(), 1u) << whole;
     EXPECT_EQ(whole.calls[0], full.calls[0]);
