@@ -28,6 +28,7 @@ struct GenerateOptions {
   float temperature = 0.f, top_p = 1.f, min_p = 0.f;
   int top_k = 0;
   uint64_t seed = 0;
+  bool seed_given = false;  // --seed: the text must not depend on speculation (SamplingParams::reproducible)
   int threads = 0;
   int prefill_chunk = 2048;
   int top_logprobs = 0;
@@ -104,6 +105,7 @@ int run(const GenerateOptions& o) {
   req.sampling.top_p = o.top_p;
   req.sampling.min_p = o.min_p;
   req.sampling.seed = o.seed;
+  req.sampling.reproducible = o.seed_given;
   req.logprobs = o.top_logprobs > 0 ? o.top_logprobs : -1;
 
   std::vector<int32_t> out;
@@ -199,7 +201,7 @@ RegisterCommand reg("generate", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--top-k", o->top_k, "0 = off")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", o->top_p, "in (0, 1]")->check(CLI::Range(1e-6f, 1.f));
   cmd->add_option("--min-p", o->min_p, "in [0, 1]")->check(CLI::Range(0.f, 1.f));
-  cmd->add_option("--seed", o->seed, "sampling seed");
+  auto* seed = cmd->add_option("--seed", o->seed, "sampling seed: the same text with or without speculation");
   cmd->add_option("--threads", o->threads, "0 = all cores")->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "tokens per prefill step")->check(CLI::PositiveNumber);
   add_kv_cache_dtype_option(cmd, &o->kv_cache_dtype);
@@ -209,7 +211,8 @@ RegisterCommand reg("generate", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-text");
   cmd->add_flag("--json", o->json, "print one JSON object");
   add_spec_flags(cmd, &o->spec);
-  cmd->callback([o, cmd, &exit_code] {
+  cmd->callback([o, cmd, seed, &exit_code] {
+    o->seed_given = seed->count() > 0;
     if (o->prompt.empty() && o->prompt_ids.empty()) {
       spdlog::error("generate: give --prompt or --prompt-ids");
       exit_code = 2;

@@ -45,6 +45,21 @@ constexpr int32_t kNoToken = -1;
 
 SamplingFilter filter_of(const SamplingParams& p) { return {p.temperature, p.top_k, p.top_p, p.min_p}; }
 
+// The draws a drafter makes for a decoding sequence's round, one per draft token in order. A
+// reproducible request's draft token at position p takes uniform_at(seed, p), the number its
+// verification draws there: the draft samples with the target's own draw (coupled), so a draft
+// close to the target proposes the target's token. Others draw from the request's stream.
+std::function<double()> draft_uniform(Sequence& s) {
+  if (!s.req.sampling.reproducible) {
+    Rng* rng = &s.rng;
+    return [rng] { return rng->uniform(); };
+  }
+  // d_1's position is the one after the pending token's; each call moves on by one.
+  return [seed = s.req.sampling.seed, position = uint64_t(s.tokens.size())]() mutable {
+    return uniform_at(seed, position++);
+  };
+}
+
 // A Prometheus counter that follows a cumulative count kept elsewhere (they only grow).
 void mirror(prometheus::Counter* c, uint64_t total) {
   const double d = double(total) - c->Value();
@@ -353,8 +368,8 @@ void EngineLoop::propose_parallel() {
     j.pos = s->num_computed;
     j.k = K;
     j.filter = filter_of(s->req.sampling);
-    Rng* rng = &s->rng;
-    j.uniform = [rng] { return rng->uniform(); };
+    j.uniform = draft_uniform(*s);
+    j.coupled = s->req.sampling.reproducible;
     j.tokens = s->proposal.data();
     if (pdrafter_->keeps_probs(j.filter)) j.q = draft_probs_.data() + size_t(s->slot) * size_t(K) * size_t(vocab_);
     pjobs_.push_back(std::move(j));
@@ -539,8 +554,8 @@ void EngineLoop::draft(StepPlan& plan) {
       j.k = plan.spec_k[i];
       j.feed_last = plan.feed_last[i] != 0;
       j.filter = filter_of(s->req.sampling);
-      Rng* rng = &s->rng;
-      j.uniform = [rng] { return rng->uniform(); };
+      j.uniform = draft_uniform(*s);
+      j.coupled = s->req.sampling.reproducible;
       j.tokens = plan.tokens.data() + c.token_offset + 1;
       if (j.k > 0 && drafter_->keeps_probs(j.filter))
         j.q = draft_probs_.data() + size_t(c.slot) * size_t(K) * size_t(vocab_);
@@ -610,9 +625,20 @@ void EngineLoop::sample(const StepPlan& plan) {
       if ((drafter_ && drafter_->keeps_probs(f)) || (pdrafter_ && pdrafter_->keeps_probs(f)))
         r.draft_probs = draft_probs_.data() + size_t(plan.chunks[i].slot) * size_t(cfg_.spec.num_speculative_tokens) * size_t(vocab_);
       Rng* rng = &s->rng;
-      const std::function<double()> uniform = [rng] { return rng->uniform(); };
-      const VerifyOutcome o = synthetic_ ? verifier_->accept_synthetic(r, synthetic_->draw(k, uniform), uniform)
-                                         : verifier_->verify(cfg_.spec.method, r, uniform);
+      VerifyOutcome o;
+      if (s->req.sampling.reproducible && !synthetic_) {
+        // Exact match with one draw per row, row j's from (seed, its token's position): each
+        // emitted token is the one plain sampling draws there, whatever was drafted (K, the
+        // drafter, the batch), so the text is too.
+        const uint64_t seed = s->req.sampling.seed;
+        uint64_t position = s->tokens.size();
+        const std::function<double()> at_position = [seed, &position] { return uniform_at(seed, position++); };
+        o = verifier_->verify(SpecMethod::Greedy, r, at_position);
+      } else {
+        const std::function<double()> uniform = [rng] { return rng->uniform(); };
+        o = synthetic_ ? verifier_->accept_synthetic(r, synthetic_->draw(k, uniform), uniform)
+                       : verifier_->verify(cfg_.spec.method, r, uniform);
+      }
       for (int j = 0; j < o.accepted; ++j) emitted_[size_t(row + j)] = r.draft[j];
       emitted_[size_t(row + o.accepted)] = o.next;
       n_emitted_[size_t(c)] = o.accepted + 1;
@@ -621,7 +647,10 @@ void EngineLoop::sample(const StepPlan& plan) {
       // A processed row (penalties, bias, a constraint) is a copy; the raw one stays for logprobs.
       const float* use = s->req.processes_logits() ? processor_->process(*s, lg) : lg;
       // Greedy draws nothing, so a request's stream advances only when it samples.
-      emitted_[size_t(row)] = use ? sampler_.sample(use, vocab_, f, f.greedy() ? 0.0 : s->rng.uniform()) : kNoToken;
+      const auto draw = [&] {
+        return s->req.sampling.reproducible ? uniform_at(s->req.sampling.seed, s->tokens.size()) : s->rng.uniform();
+      };
+      emitted_[size_t(row)] = use ? sampler_.sample(use, vocab_, f, f.greedy() ? 0.0 : draw()) : kNoToken;
       n_emitted_[size_t(c)] = 1;
       accepted_[size_t(c)] = 0;
     }

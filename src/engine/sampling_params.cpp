@@ -12,6 +12,15 @@ uint64_t splitmix64(uint64_t& x) {
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
+double uniform_at(uint64_t seed, uint64_t position) {
+  // splitmix64's output at index `position` of the sequence keyed by a mixed seed: its finalizer
+  // over a Weyl sequence, which passes BigCrush as a counter-based generator.
+  uint64_t key = seed;
+  const uint64_t base = splitmix64(key);
+  uint64_t x = base + position * 0x9e3779b97f4a7c15ull;
+  return double(splitmix64(x) >> 11) * 0x1.0p-53;
+}
+
 void Rng::reseed(uint64_t seed) {
   uint64_t x = seed;
   for (auto& s : s_) s = splitmix64(x);

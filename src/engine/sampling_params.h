@@ -16,6 +16,11 @@ struct SamplingParams {
   float top_p = 1.f;        // 1 = off; must be in (0, 1]
   float min_p = 0.f;        // 0 = off; keeps tokens with p >= min_p * p_max
   uint64_t seed = 0;
+  // The client gave the seed: the text must depend on nothing but the request (not the batch, the
+  // drafter, K or auto's choice of it). Every token is then drawn with uniform_at(seed, its
+  // position), and speculation verifies by exact match (docs/speculative-decoding.md, "Seeded
+  // requests").
+  bool reproducible = false;
   // Logit processing before sampling (kernels/logit_processing.h has the formulas and order).
   float presence_penalty = 0.f;    // OpenAI: [-2, 2]
   float frequency_penalty = 0.f;   // OpenAI: [-2, 2]
@@ -27,6 +32,10 @@ struct SamplingParams {
     return presence_penalty != 0.f || frequency_penalty != 0.f || repetition_penalty != 1.f || !logit_bias.empty();
   }
 };
+
+// A counter-based draw: uniform in [0, 1) from (seed, position) alone, with no stream state,
+// so the token at a position draws the same number however the tokens before it were produced.
+double uniform_at(uint64_t seed, uint64_t position);
 
 // xoshiro256** seeded through splitmix64: small, fast, and the same sequence on every platform
 // (std::mt19937 is too, but std distributions are not, so we draw uniforms ourselves).

@@ -144,8 +144,10 @@ class ResponseWriter {
     json lp = want_logprobs_ ? lp_.take() : json(nullptr);
     std::string text = text_.flush();
     if (tool_format_) {
+      // The streaming parser's rules over the whole text (tool_parser.h): the same content and
+      // calls a streamed response gives, whatever ended the output.
       ParsedOutput parsed = parse_tool_calls(*tool_format_, text, tool_names_, {});
-      if (!parsed.calls.empty()) return full_response(meta_, parsed.content, reason_, lp, usage(), parsed.calls);
+      return full_response(meta_, parsed.content, reason_, lp, usage(), parsed.calls);
     }
     return full_response(meta_, text, reason_, lp, usage());
   }
@@ -319,6 +321,7 @@ void handle_generation(ServerContext& ctx, const http::HttpRequest& http_req, ht
   r.sampling.logit_bias = checked_logit_bias(g, ctx.engine.vocab_size());
   r.constraint = ctx.constraints.for_request(g);
   if (!g.seed_given) r.sampling.seed = fresh_seed();
+  r.sampling.reproducible = g.seed_given;  // a seed the client gave repeats its text, speculation or not
   r.max_tokens = max_tokens;
   r.ignore_eos = g.ignore_eos;
   if (chat && ctx.end_of_turn >= 0) r.stop_token_ids.push_back(ctx.end_of_turn);

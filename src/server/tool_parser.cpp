@@ -7,6 +7,8 @@
 #include <random>
 #include "core/json_parse.h"
 
+#include "core/error.h"
+
 namespace ds::server {
 namespace {
 
@@ -106,16 +108,6 @@ class ObjectScanner {
   bool in_string_ = false, escape_ = false;
 };
 
-// One past the object that starts at s[p], or npos when s[p] is not '{' or the object is cut off.
-size_t object_end(std::string_view s, size_t p) {
-  if (p >= s.size() || s[p] != '{') return npos;
-  ObjectScanner scan;
-  for (size_t i = p; i < s.size(); ++i) {
-    if (scan.push(s[i]) == ObjectScanner::Step::Done) return i + 1;
-  }
-  return npos;
-}
-
 // One past the JSON string that starts at s[p] (a quote).
 size_t string_end(std::string_view s, size_t p) {
   for (size_t i = p + 1; i < s.size(); ++i) {
@@ -190,97 +182,6 @@ std::string kimi_function_name(std::string_view id) {
   const size_t colon = id.rfind(':');
   if (!starts_with(id, prefix) || colon == npos || colon < prefix.size()) return std::string(id);
   return std::string(id.substr(prefix.size(), colon - prefix.size()));
-}
-
-// ---- the whole text ----
-
-ParsedOutput all_content(std::string_view text) { return {std::string(text), {}}; }
-
-// Content pieces around the calls, each trimmed on the sides that touch a call.
-std::string join_content(const std::vector<std::string_view>& pieces) {
-  std::string out;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    std::string_view p = pieces[i];
-    if (i > 0) p = p.substr(skip_ws(p, 0));
-    if (i + 1 < pieces.size()) {
-      while (!p.empty() && is_ws(p.back())) p.remove_suffix(1);
-    }
-    out += p;
-  }
-  return out;
-}
-
-ParsedOutput parse_hermes(std::string_view text, const std::vector<std::string>& names,
-                          const std::function<std::string()>& new_id) {
-  ParsedOutput out;
-  std::vector<std::string_view> pieces;
-  size_t pos = 0;
-  for (size_t open; (open = text.find(kHermesToolCallOpen, pos)) != npos;) {
-    const size_t begin = skip_ws(text, open + kHermesToolCallOpen.size());
-    const size_t end = object_end(text, begin);
-    if (end == npos) return all_content(text);
-    const size_t close = skip_ws(text, end);
-    if (text.substr(close, kHermesToolCallClose.size()) != kHermesToolCallClose) return all_content(text);
-    auto call = parse_hermes_object(text.substr(begin, end - begin), names);
-    if (!call) return all_content(text);
-    pieces.push_back(text.substr(pos, open - pos));
-    out.calls.push_back({new_id(), std::move(call->name), std::move(call->arguments)});
-    pos = close + kHermesToolCallClose.size();
-  }
-  if (out.calls.empty()) return all_content(text);
-  pieces.push_back(text.substr(pos));
-  out.content = join_content(pieces);
-  return out;
-}
-
-bool holds_kimi_marker(std::string_view s) {
-  for (std::string_view m : {kKimiToolCallsBegin, kKimiToolCallsEnd, kKimiToolCallBegin, kKimiToolCallArgumentBegin,
-                             kKimiToolCallEnd}) {
-    if (s.find(m) != npos) return true;
-  }
-  return false;
-}
-
-ParsedOutput parse_kimi(std::string_view text, const std::vector<std::string>& names) {
-  ParsedOutput out;
-  std::vector<std::string_view> pieces;
-  size_t pos = 0;
-  for (size_t open; (open = text.find(kKimiToolCallsBegin, pos)) != npos;) {
-    size_t p = open + kKimiToolCallsBegin.size();
-    size_t calls_here = 0;
-    while (true) {
-      p = skip_ws(text, p);
-      if (starts_with(text.substr(p), kKimiToolCallsEnd)) {
-        p += kKimiToolCallsEnd.size();
-        break;
-      }
-      if (!starts_with(text.substr(p), kKimiToolCallBegin)) return all_content(text);
-      p += kKimiToolCallBegin.size();
-      const size_t arg_begin = text.find(kKimiToolCallArgumentBegin, p);
-      if (arg_begin == npos) return all_content(text);
-      const std::string_view id_text = text.substr(p, arg_begin - p);
-      if (holds_kimi_marker(id_text)) return all_content(text);
-      const std::string id(trim(id_text));
-      std::string name = kimi_function_name(id);
-      if (!is_declared(names, name)) return all_content(text);
-      p = arg_begin + kKimiToolCallArgumentBegin.size();
-      const size_t call_end = text.find(kKimiToolCallEnd, p);
-      if (call_end == npos) return all_content(text);
-      const std::string_view args = trim(text.substr(p, call_end - p));
-      if (!is_json_object(args)) return all_content(text);
-      out.calls.push_back({id, std::move(name), std::string(args)});
-      ++calls_here;
-      p = call_end + kKimiToolCallEnd.size();
-    }
-    // An empty section calls nothing; streaming shows it as content, so it is no call here either.
-    if (calls_here == 0) return all_content(text);
-    pieces.push_back(text.substr(pos, open - pos));
-    pos = p;
-  }
-  if (out.calls.empty()) return all_content(text);
-  pieces.push_back(text.substr(pos));
-  out.content = join_content(pieces);
-  return out;
 }
 
 // ---- streaming ----
@@ -426,9 +327,14 @@ class HermesParser final : public ToolCallParser {
     ParseEvents ev;
     if (state_ == State::Content) {
       gate_.flush(ev.content);
+    } else if (state_ == State::Close && !call_open_) {
+      // The object is whole and only its closing tag is missing (cut off, or taken by a stop
+      // string): it is a call if it would have been one with the tag, else content.
+      end_block(ev);
     } else if (!call_open_) {
       ev.content += raw_;  // a call cut off before its first delta
     }
+    // A call whose first delta went out stands as it is; what was read of its closing tag goes.
     reset_block();
     state_ = State::Content;
     return ev;
@@ -594,7 +500,14 @@ class KimiParser final : public ToolCallParser {
     if (state_ == State::Content) {
       gate_.flush(ev.content);
     } else if (state_ == State::Args) {
-      add_arguments(ev, index_, trim(args_held_));  // cut off inside the arguments: ended as it is
+      // Cut off inside the arguments: the call ends as it is, less a start of
+      // <|tool_call_end|> (a closing marker cut off is dropped, as HermesJson drops a cut
+      // </tool_call>).
+      std::string_view args = args_held_;
+      args.remove_suffix(tag_prefix_at_end(args, kKimiToolCallEnd));
+      add_arguments(ev, index_, trim(args));
+    } else if (state_ == State::Section && calls_in_section_ > 0 && is_cut_section_end(raw_)) {
+      // The section's closing marker cut off after its calls: dropped.
     } else if (!is_blank(raw_)) {
       ev.content += raw_;
     }
@@ -606,8 +519,9 @@ class KimiParser final : public ToolCallParser {
 
  private:
   // Content: outside sections. Section: between calls, reading a marker. Id: the call's id.
-  // Args: streaming its arguments.
-  enum class State { Content, Section, Id, Args };
+  // ArgsStart: after <|tool_call_argument_begin|>, before the arguments' first byte (a call only
+  // if it opens an object). Args: streaming its arguments.
+  enum class State { Content, Section, Id, ArgsStart, Args };
 
   void step(char c, ParseEvents& ev) {
     switch (state_) {
@@ -651,22 +565,35 @@ class KimiParser final : public ToolCallParser {
         if (ends_with(marker_, kKimiToolCallArgumentBegin)) {
           const size_t id_size = marker_.size() - kKimiToolCallArgumentBegin.size();
           id_ = std::string(trim(std::string_view(marker_).substr(0, id_size)));
-          std::string name = kimi_function_name(id_);
-          if (!is_declared(names_, name)) {
+          name_ = kimi_function_name(id_);
+          if (!is_declared(names_, name_)) {
             abandon(ev);
             return;
           }
-          index_ = next_index_++;
-          ++calls_in_section_;
-          ev.calls.push_back({index_, id_, std::move(name), ""});
-          raw_.clear();
-          args_held_.clear();
-          args_started_ = false;
-          state_ = State::Args;
+          state_ = State::ArgsStart;
         } else if (ends_with(marker_, kKimiToolCallEnd) || ends_with(marker_, kKimiToolCallsEnd) ||
                    ends_with(marker_, kKimiToolCallBegin) || ends_with(marker_, kKimiToolCallsBegin)) {
           abandon(ev);  // a marker where the id should end
         }
+        return;
+      case State::ArgsStart:
+        if (is_ws(c)) {
+          raw_ += c;
+          return;
+        }
+        if (c != '{') {  // arguments that are not an object: no call; the byte is read again
+          abandon(ev);
+          step(c, ev);
+          return;
+        }
+        index_ = next_index_++;
+        ++calls_in_section_;
+        ev.calls.push_back({index_, id_, name_, ""});
+        raw_.clear();
+        args_held_.clear();
+        args_started_ = false;
+        state_ = State::Args;
+        step(c, ev);
         return;
       case State::Args:
         if (!args_started_ && is_ws(c)) return;
@@ -695,6 +622,12 @@ class KimiParser final : public ToolCallParser {
     state_ = State::Content;
   }
 
+  // Whitespace, then a proper start of <|tool_calls_section_end|>.
+  static bool is_cut_section_end(std::string_view raw) {
+    const std::string_view m = raw.substr(skip_ws(raw, 0));
+    return !m.empty() && m.size() < kKimiToolCallsEnd.size() && starts_with(kKimiToolCallsEnd, m);
+  }
+
   const std::vector<std::string> names_;
   State state_ = State::Content;
   ContentGate gate_{kKimiToolCallsBegin};
@@ -702,7 +635,7 @@ class KimiParser final : public ToolCallParser {
   // the next call turns out not to be one.
   std::string raw_;
   std::string marker_;  // Section: a marker being read; Id: the id and what follows it
-  std::string id_;
+  std::string id_, name_;
   std::string args_held_;  // arguments that may be the start of <|tool_call_end|>
   bool args_started_ = false;
   int calls_in_section_ = 0;
@@ -716,10 +649,27 @@ std::function<std::string()> id_source(std::function<std::string()> new_id) {
 
 }  // namespace
 
+void append_events(ParsedOutput& out, const ParseEvents& ev) {
+  out.content += ev.content;
+  for (const ToolCallDelta& d : ev.calls) {
+    if (d.index == int(out.calls.size())) {
+      out.calls.push_back({d.id, d.name, d.arguments});
+    } else {
+      DS_CHECK(d.index >= 0 && d.index < int(out.calls.size()), "tool parser: a delta for no call");
+      out.calls[size_t(d.index)].arguments += d.arguments;
+    }
+  }
+}
+
 ParsedOutput parse_tool_calls(ToolFormat format, std::string_view text, const std::vector<std::string>& tool_names,
                               const std::function<std::string()>& new_id) {
-  if (format == ToolFormat::Kimi) return parse_kimi(text, tool_names);
-  return parse_hermes(text, tool_names, id_source(new_id));
+  // The streaming parser fed everything at once: one set of rules for both forms, so a streamed
+  // response and a whole one always agree (its aggregate does not depend on how the text was split).
+  const auto parser = make_tool_call_parser(format, tool_names, new_id);
+  ParsedOutput out;
+  append_events(out, parser->feed(text));
+  append_events(out, parser->finish());
+  return out;
 }
 
 std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolFormat format, std::vector<std::string> tool_names,

@@ -50,16 +50,20 @@ struct ParseEvents {
 // {"name": "X", "arguments": { (any JSON whitespace) gets its first delta there and its
 // arguments stream as they come; in any other key order, or with arguments given as a string,
 // the call is held until its closing tag and comes as one delta. A Kimi call gets its first
-// delta at <|tool_call_argument_begin|>; its arguments stream, less a tail that may be the
-// start of <|tool_call_end|> (or whitespace before it).
+// delta at the '{' that opens its arguments after <|tool_call_argument_begin|>; its arguments
+// stream, less a tail that may be the start of <|tool_call_end|> (or whitespace before it).
 //
-// Streaming cannot take back a delta already sent, so malformed output streams differently from
-// parse_tool_calls, which then returns the whole text as content: a call found malformed
-// before its first delta (not an object, unknown tool, an unexpected marker, no closing tag at
-// the end) is released as content, raw, and parsing goes on after it; one found malformed
-// after its first delta (arguments that are not a JSON object, output that ends inside it) is
-// ended as it stands, and what follows is content. For well-formed output the two agree: the
-// same content, the same calls with the same arguments text.
+// The rules, the same for parse_tool_calls (which is this parser fed the whole text) and for
+// any split of the text into pieces (docs/tools.md, "Cut and malformed output"):
+//   - a call exists from its first delta on, and stands as it is from then: output that breaks
+//     it afterwards (arguments that are not a JSON object, a missing closing tag, the end of the
+//     output) ends it there, with the arguments as far as they came, and what follows is content;
+//   - a call refused before its first delta (not an object, an unknown tool, an unexpected
+//     marker) or cut off before it is content, raw (from the whitespace before its opening tag),
+//     and parsing goes on after it;
+//   - at the end of the output (max_tokens, a stop string, the end token), a HermesJson call held
+//     whole but for its closing tag is a call when its object would make one; a closing marker
+//     cut off (</tool_call>, <|tool_call_end|>, <|tool_calls_section_end|>) is dropped.
 class ToolCallParser {
  public:
   virtual ~ToolCallParser() = default;
@@ -74,12 +78,15 @@ inline ToolFormat tool_format_for(ChatFormat format) {
   return format == ChatFormat::Kimi ? ToolFormat::Kimi : ToolFormat::HermesJson;
 }
 
-// The whole output at once. Every call must be well formed (JSON, a declared tool name, an
-// arguments object, its closing tag present); otherwise nothing is a call and the whole text is
-// content. new_id gives HermesJson calls their ids (Kimi's come from the text); empty means
-// random_tool_call_id.
+// The whole output at once: the streaming parser fed it in one piece, its events put together
+// (so a non-streamed response says exactly what a streamed one would have). new_id gives
+// HermesJson calls their ids (Kimi's come from the text); empty means random_tool_call_id.
 ParsedOutput parse_tool_calls(ToolFormat format, std::string_view text, const std::vector<std::string>& tool_names,
                               const std::function<std::string()>& new_id);
+
+// Adds one feed's events to out: content appended, a call's first delta a new call, later deltas
+// its arguments.
+void append_events(ParsedOutput& out, const ParseEvents& ev);
 
 std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolFormat format, std::vector<std::string> tool_names,
                                                       std::function<std::string()> new_id);

@@ -31,8 +31,8 @@ bool Drafter::keeps_probs(const SamplingFilter& f) const {
 
 void Drafter::pick(DraftJob& job, int i, const float* logits) {
   const bool keep = keeps_probs(job.filter);
-  job.tokens[i] = pick_draft_token(sampler_, logits, vocab_, keep, job.filter, job.uniform,
-                                   keep ? job.q + size_t(i) * size_t(vocab_) : nullptr);
+  job.tokens[i] = pick_draft_token(sampler_, logits, vocab_, keep, job.coupled, job.filter, job.uniform,
+                                   keep && !job.coupled ? job.q + size_t(i) * size_t(vocab_) : nullptr);
 }
 
 void Drafter::run(std::vector<int32_t>& tokens, std::vector<SeqChunk>& chunks) {

@@ -33,6 +33,7 @@ struct DraftJob {
   bool feed_last = false;
   SamplingFilter filter;           // the request's: probabilistic drafting draws from it
   std::function<double()> uniform; // the request's stream
+  bool coupled = false;            // a reproducible request: draft_pick.h's coupled draw
   int32_t* tokens = nullptr;       // out: k draft tokens
   float* q = nullptr;              // out: k rows of vocab floats, or null (drafting by argmax)
   // Speculative tokens the draft fed this round (k - 1, + 1 with feed_last): commit keeps up to

@@ -85,8 +85,8 @@ void ParallelDrafter::end_observe() {
 
 void ParallelDrafter::pick(ParallelDraftJob& job, int i, const float* logits) {
   const bool keep = keeps_probs(job.filter);
-  job.tokens[i] = pick_draft_token(sampler_, logits, vocab_, keep, job.filter, job.uniform,
-                                   keep ? job.q + size_t(i) * size_t(vocab_) : nullptr);
+  job.tokens[i] = pick_draft_token(sampler_, logits, vocab_, keep, job.coupled, job.filter, job.uniform,
+                                   keep && !job.coupled ? job.q + size_t(i) * size_t(vocab_) : nullptr);
 }
 
 void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {

@@ -33,6 +33,7 @@ struct ParallelDraftJob {
   int k = 0;              // the most tokens to propose
   SamplingFilter filter;  // the request's: probabilistic drafting draws from it
   std::function<double()> uniform;
+  bool coupled = false;   // a reproducible request: draft_pick.h's coupled draw
   int32_t* tokens = nullptr;  // out: up to k draft tokens
   float* q = nullptr;         // out: their distributions (k rows of vocab floats), or null
   int proposed = 0;           // out: how many; fewer than k where the confidence cut the round

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -240,88 +241,244 @@ TEST(ToolParser, HoldsBackOnlyWhatMayOpenACall) {
   EXPECT_EQ(rest.content, "");
 }
 
-TEST(ToolParser, MalformedOrTruncatedOutputIsContent) {
+// The streamed parse of text cut into pieces at `cuts` (offsets, ascending).
+Streamed streamed_parse(ToolFormat format, std::string_view text, const std::vector<size_t>& cuts) {
+  auto parser = make_tool_call_parser(format, kNames, counter_ids());
+  Streamed got;
+  size_t at = 0;
+  for (size_t c : cuts) {
+    got.add(parser->feed(text.substr(at, c - at)));
+    at = c;
+  }
+  got.add(parser->feed(text.substr(at)));
+  got.add(parser->finish());
+  return got;
+}
+
+// Streamed at every single split point, byte by byte, and at `random_splits` random sets of
+// split points, each must put together exactly what the whole parse gives.
+void expect_streamed_agrees(ToolFormat format, std::string_view text, std::mt19937& rng, int random_splits = 4) {
+  const ParsedOutput want = parse_tool_calls(format, text, kNames, counter_ids());
+  const std::string what = "text '" + std::string(text) + "'";
+  for (size_t cut = 0; cut <= text.size(); ++cut) expect_same(want, streamed_parse(format, text, {cut}), what + " split at " + std::to_string(cut));
+  std::vector<size_t> every;
+  for (size_t i = 1; i < text.size(); ++i) every.push_back(i);
+  expect_same(want, streamed_parse(format, text, every), what + " byte by byte");
+  for (int r = 0; r < random_splits; ++r) {
+    std::vector<size_t> cuts;
+    for (size_t i = 1; i < text.size(); ++i)
+      if (rng() % 3 == 0) cuts.push_back(i);
+    expect_same(want, streamed_parse(format, text, cuts), what + " random splits " + std::to_string(r));
+  }
+}
+
+// Refused before its first delta (not an object, an unknown tool, arguments that are no object,
+// an unexpected marker) or cut off before it: the call's text is content, raw, in both forms.
+TEST(ToolParser, ACallRefusedBeforeItsFirstDeltaIsContent) {
   const std::vector<std::pair<ToolFormat, std::string>> bad = {
-      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }}\n</tool_call>"},
       {ToolFormat::HermesJson, "<tool_call>\nget_weather(city=Paris)\n</tool_call>"},
       {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"launch_rockets\", \"arguments\": {}}\n</tool_call>"},
       {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": [\"Paris\"]}\n</tool_call>"},
       {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"Paris\"}\n</tool_call>"},
       {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": 5}\n</tool_call>"},
       {ToolFormat::HermesJson, "<tool_call>\n{\"name\": 7, \"arguments\": {}}\n</tool_call>"},
-      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"},
-      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"},
-      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n"
-                               "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"},
-      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_cal"},
-      {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
-                         "<|tool_call_argument_begin|>{\"city\": }<|tool_call_end|><|tool_calls_section_end|>"},
+      {ToolFormat::HermesJson, "<tool_call>\n{\"arguments\": [1], \"name\": \"get_time\"}\n</tool_call>"},
+      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"argu"},  // cut in the head
+      {ToolFormat::HermesJson, "<tool_call>\n{\"arguments\": {}, \"name\": \"get_ti"},  // cut, another order
+      {ToolFormat::HermesJson, "Hi <tool_ca"},
       {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.launch:0"
                          "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
       {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0"
                          "<|tool_call_argument_begin|>[1]<|tool_call_end|><|tool_calls_section_end|>"},
       {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0"
-                         "<|tool_call_argument_begin|>{}<|tool_calls_section_end|>"},
-      {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0"
-                         "<|tool_call_argument_begin|>{}<|tool_call_end|>"},
+                         "<|tool_call_argument_begin|> <|tool_call_end|><|tool_calls_section_end|>"},
       {ToolFormat::Kimi, "<|tool_calls_section_begin|>junk<|tool_call_begin|>functions.get_time:0"
                          "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
       {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0<|tool_call_end|>"
                          "<|tool_calls_section_end|>"},
       {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_calls_section_end|>"},
+      {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_ti"},  // cut in the id
+      {ToolFormat::Kimi, "Hi <|tool_calls_section_begin|><|tool_call_beg"},
   };
+  std::mt19937 rng(1);
   for (const auto& [format, text] : bad) {
     const ParsedOutput out = parse_tool_calls(format, text, kNames, counter_ids());
     EXPECT_EQ(out.content, text);
     EXPECT_TRUE(out.calls.empty()) << text;
+    expect_streamed_agrees(format, text, rng);
   }
 }
 
-// Streaming cannot take a delta back: a call refused before its first delta is content, raw.
-TEST(ToolParser, StreamingReleasesACallRefusedBeforeItsFirstDelta) {
-  const std::vector<std::pair<ToolFormat, std::string>> cases = {
-      {ToolFormat::HermesJson, "Hi <tool_call>\n{\"name\": \"launch_rockets\", \"arguments\": {}}\n</tool_call>"},
-      {ToolFormat::HermesJson, "<tool_call>\nget_weather(city=Paris)\n</tool_call>"},
-      {ToolFormat::HermesJson, "<tool_call>\n{\"arguments\": [1], \"name\": \"get_time\"}\n</tool_call>"},
-      {ToolFormat::HermesJson, "<tool_call>\n{\"arguments\": {}, \"name\": \"get_time\"}"},  // cut off
-      {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.launch:0"
-                         "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
-      {ToolFormat::Kimi, "<|tool_calls_section_begin|>junk"},
-      {ToolFormat::Kimi, "<|tool_calls_section_begin|><|tool_calls_section_end|>"},
+// After its first delta a call stands as it is: output that breaks it, or the end of the
+// output, ends it there; what follows is content. The whole parse says the same.
+TEST(ToolParser, ACallBrokenAfterItsFirstDeltaStands) {
+  struct Case {
+    ToolFormat format;
+    std::string text, content;
+    std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
   };
-  for (const auto& [format, text] : cases) {
-    for (size_t cut = 0; cut <= text.size(); ++cut) {
-      auto parser = make_tool_call_parser(format, kNames, counter_ids());
-      Streamed got;
-      got.add(parser->feed(std::string_view(text).substr(0, cut)));
-      got.add(parser->feed(std::string_view(text).substr(cut)));
-      got.add(parser->finish());
-      EXPECT_EQ(got.content, text) << "split at " << cut;
-      EXPECT_TRUE(got.calls.empty()) << text;
+  const std::vector<Case> cases = {
+      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par", "",
+       {{"get_weather", "{\"city\": \"Par"}}},
+      {ToolFormat::HermesJson, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }}\n</tool_call>", "",
+       {{"get_weather", "{\"city\": }"}}},
+      // No closing tag, then more text: the call stands, the text is content.
+      {ToolFormat::HermesJson,
+       "<tool_call>{\"name\": \"get_time\", \"arguments\": {}} oops <tool_call>"
+       "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>",
+       "oops", {{"get_time", "{}"}, {"get_weather", "{\"city\": \"Rome\"}"}}},
+      // The second call refused before its first delta: the first stands, the second is content.
+      {ToolFormat::HermesJson,
+       "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n"
+       "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>", {{"get_time", "{}"}}},
+      {ToolFormat::Kimi,
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+       "<|tool_call_argument_begin|>{\"city\": }<|tool_call_end|><|tool_calls_section_end|>",
+       "", {{"get_weather", "{\"city\": }"}}},
+      {ToolFormat::Kimi,
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>{\"tz\": \"U",
+       "", {{"get_time", "{\"tz\": \"U"}}},
+  };
+  std::mt19937 rng(2);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const ParsedOutput out = parse_tool_calls(c.format, c.text, kNames, counter_ids());
+    EXPECT_EQ(out.content, c.content);
+    ASSERT_EQ(out.calls.size(), c.calls.size());
+    for (size_t i = 0; i < c.calls.size(); ++i) {
+      EXPECT_EQ(out.calls[i].name, c.calls[i].first);
+      EXPECT_EQ(out.calls[i].arguments, c.calls[i].second);
+    }
+    expect_streamed_agrees(c.format, c.text, rng);
+  }
+}
+
+// Where each call's text ends in `text` (one past its closing marker), in order. HermesJson
+// arguments may hold the tags in strings, so the object is walked to its end first.
+std::vector<size_t> call_ends(ToolFormat format, const std::string& text) {
+  std::vector<size_t> ends;
+  if (format == ToolFormat::Kimi) {
+    for (size_t p = 0; (p = text.find(kKimiToolCallEnd, p)) != std::string::npos;) ends.push_back(p += kKimiToolCallEnd.size());
+    return ends;
+  }
+  for (size_t p = 0; (p = text.find(kHermesToolCallOpen, p)) != std::string::npos;) {
+    p = text.find('{', p);
+    int depth = 0;
+    bool in_string = false;
+    for (; p < text.size(); ++p) {
+      const char c = text[p];
+      if (in_string) {
+        if (c == '\\') ++p;
+        else if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if ((c == '}' || c == ']') && --depth == 0) {
+        break;
+      }
+    }
+    p = text.find(kHermesToolCallClose, p);
+    if (p == std::string::npos) break;
+    ends.push_back(p += kHermesToolCallClose.size());
+  }
+  return ends;
+}
+
+// max_tokens (or a stop string) cuts the output anywhere: in a marker, in the JSON, between
+// calls. For every prefix of every recorded output, the streamed parse (any split) and the whole
+// parse agree, and every call the prefix holds whole comes out as in the whole output.
+TEST(ToolParser, EveryCutKeepsTheCompletedCallsStreamedAndWhole) {
+  std::mt19937 rng(3);
+  for (const Recorded& r : recorded()) {
+    SCOPED_TRACE(r.what);
+    const ParsedOutput full = parse_tool_calls(r.format, r.text, kNames, counter_ids());
+    const std::vector<size_t> ends = call_ends(r.format, r.text);
+    for (size_t cut = 0; cut <= r.text.size(); ++cut) {
+      const std::string_view prefix = std::string_view(r.text).substr(0, cut);
+      const ParsedOutput out = parse_tool_calls(r.format, prefix, kNames, counter_ids());
+      for (size_t i = 0; i < ends.size() && i < full.calls.size(); ++i) {
+        if (ends[i] > cut) {
+          EXPECT_LE(out.calls.size(), i + 1) << "cut at " << cut << ": at most the unfinished call " << i << " more";
+          break;
+        }
+        ASSERT_GT(out.calls.size(), i) << "cut at " << cut << " loses completed call " << i;
+        EXPECT_EQ(out.calls[i].id, full.calls[i].id) << "cut at " << cut;
+        EXPECT_EQ(out.calls[i].name, full.calls[i].name) << "cut at " << cut;
+        EXPECT_EQ(out.calls[i].arguments, full.calls[i].arguments) << "cut at " << cut;
+      }
+      expect_streamed_agrees(r.format, prefix, rng, 1);
     }
   }
 }
 
-// After its first delta a call stands as it is; what follows is content.
-TEST(ToolParser, StreamingEndsACallThatBreaksAfterItsFirstDelta) {
-  auto hermes = make_tool_call_parser(ToolFormat::HermesJson, kNames, counter_ids());
-  Streamed got;
-  got.add(hermes->feed("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"));
-  got.add(hermes->finish());
-  ASSERT_EQ(got.calls.size(), 1u);
-  EXPECT_EQ(got.calls[0].arguments, "{\"city\": \"Par");
-  EXPECT_EQ(got.content, "");
+// Two parallel calls cut at named places, in both formats: what comes back, exactly.
+TEST(ToolParser, CutsInMarkersJsonAndBetweenCalls) {
+  const std::string h1 = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  const std::string h2 = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>";
+  const std::string k0 = "<|tool_calls_section_begin|>";
+  const std::string k1 = "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>";
+  const std::string k2 = "<|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{\"tz\": \"CET\"}<|tool_call_end|>";
+  const std::string kend = "<|tool_calls_section_end|>";
+  struct Case {
+    const char* what;
+    ToolFormat format;
+    std::string text, content;
+    std::vector<std::string> arguments;  // the calls' arguments; names as in h1/h2, k1/k2
+  };
+  const std::string paris = "{\"city\": \"Paris\"}", cet = "{\"tz\": \"CET\"}";
+  const std::vector<Case> cases = {
+      {"hermes between calls", ToolFormat::HermesJson, h1 + "\n", "", {paris}},
+      {"hermes in the second opening tag", ToolFormat::HermesJson, h1 + "\n<tool_c", "<tool_c", {paris}},
+      {"hermes in the second head", ToolFormat::HermesJson, h1 + "\n" + h2.substr(0, 24), h2.substr(0, 24), {paris}},
+      {"hermes in the second arguments", ToolFormat::HermesJson, h1 + "\n" + h2.substr(0, h2.find("CET") + 1), "", {paris, "{\"tz\": \"C"}},
+      {"hermes after the second object", ToolFormat::HermesJson, h1 + "\n" + h2.substr(0, h2.size() - 12), "", {paris, cet}},
+      {"hermes in the second closing tag", ToolFormat::HermesJson, h1 + "\n" + h2.substr(0, h2.size() - 3), "", {paris, cet}},
+      {"kimi between calls", ToolFormat::Kimi, k0 + k1, "", {paris}},
+      {"kimi in the second call's marker", ToolFormat::Kimi, k0 + k1 + "<|tool_call_beg", "<|tool_call_beg", {paris}},
+      {"kimi in the second id", ToolFormat::Kimi, k0 + k1 + k2.substr(0, 30), k2.substr(0, 30), {paris}},
+      {"kimi in the second arguments", ToolFormat::Kimi, k0 + k1 + k2.substr(0, k2.find("CET") + 1), "", {paris, "{\"tz\": \"C"}},
+      {"kimi in the second end marker", ToolFormat::Kimi, k0 + k1 + k2.substr(0, k2.size() - 4), "", {paris, cet}},
+      {"kimi in the section end", ToolFormat::Kimi, k0 + k1 + k2 + kend.substr(0, 16), "", {paris, cet}},
+  };
+  std::mt19937 rng(4);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const ParsedOutput out = parse_tool_calls(c.format, c.text, kNames, counter_ids());
+    EXPECT_EQ(out.content, c.content);
+    ASSERT_EQ(out.calls.size(), c.arguments.size());
+    for (size_t i = 0; i < c.arguments.size(); ++i) {
+      EXPECT_EQ(out.calls[i].name, i == 0 ? "get_weather" : "get_time");
+      EXPECT_EQ(out.calls[i].arguments, c.arguments[i]);
+    }
+    expect_streamed_agrees(c.format, c.text, rng);
+  }
+}
 
-  auto h2 = make_tool_call_parser(ToolFormat::HermesJson, kNames, counter_ids());
-  Streamed got2;
-  got2.add(h2->feed("<tool_call>{\"name\": \"get_time\", \"arguments\": {}} oops <tool_call>"
-                    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>"));
-  got2.add(h2->finish());
-  ASSERT_EQ(got2.calls.size(), 2u);  // the second call still parses
-  EXPECT_EQ(got2.calls[0].arguments, "{}");
-  EXPECT_EQ(got2.calls[1].name, "get_weather");
-  EXPECT_EQ(got2.calls[1].arguments, "{\"city\": \"Rome\"}");
-  EXPECT_EQ(got2.content, "oops");
+// Random edits of the recorded outputs (bytes dropped, repeated, changed, markers pasted in):
+// the streamed parse at any split and the whole parse agree on all of them.
+TEST(ToolParser, EditedOutputsAgreeStreamedAndWhole) {
+  std::mt19937 rng(5);
+  const std::vector<std::string> pieces = {"<tool_call>", "</tool_call>", "{", "}", "\"", "\\", "\n", " ",
+                                           std::string(kKimiToolCallsBegin), std::string(kKimiToolCallBegin),
+                                           std::string(kKimiToolCallArgumentBegin), std::string(kKimiToolCallEnd),
+                                           std::string(kKimiToolCallsEnd), "\"name\": \"get_time\"", "\"arguments\": "};
+  for (int round = 0; round < 300; ++round) {
+    const Recorded& r = recorded()[rng() % recorded().size()];
+    std::string text = r.text;
+    const int edits = 1 + int(rng() % 4);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      const size_t at = rng() % text.size();
+      switch (rng() % 4) {
+        case 0: text.erase(at, 1 + rng() % 8); break;
+        case 1: text.insert(at, text.substr(at, 1 + rng() % 8)); break;
+        case 2: text[at] = char(rng() % 128); break;
+        default: text.insert(at, pieces[rng() % pieces.size()]); break;
+      }
+    }
+    for (ToolFormat f : {ToolFormat::HermesJson, ToolFormat::Kimi}) expect_streamed_agrees(f, text, rng, 2);
+  }
 }
 
 TEST(ToolParser, RandomIds) {

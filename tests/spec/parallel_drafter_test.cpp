@@ -202,6 +202,36 @@ TEST(ParallelDrafter, AutoLengthKeepsGreedyTokens) {
   EXPECT_GT(o.drafted, 0);
 }
 
+// A request whose client gave its seed: at temperature > 0 the same text alone, again, beside
+// other requests, and without speculation, at K 7, with a confidence cut, and under auto (with its
+// real, timing-dependent choice, and drafting always).
+TEST(ParallelDrafter, SeededTextIsTheSameAloneAgainInABatchAndWithoutSpeculation) {
+  const std::vector<int32_t> prompt = mixed_workload(4096).prompts[1];
+  const SeededRuns plain = seeded_runs(target_dir(), bundled_config(), prompt, 48);
+  struct Case {
+    const char* name;
+    double threshold;
+    bool auto_k;
+    double row_cost_scale;
+  };
+  for (const Case& k : {Case{"K 7", 0.0, false, -1}, Case{"K 7, cut 0.4", 0.4, false, -1},
+                        Case{"auto", 0.0, true, -1}, Case{"auto, drafting always", 0.0, true, 0}}) {
+    SCOPED_TRACE(k.name);
+    EngineConfig c = bundled_config();
+    c.spec = spec_of(7, "lanes");
+    c.spec.confidence_threshold = k.threshold;
+    c.spec.auto_k = k.auto_k;
+    c.spec.test_row_cost_scale = k.row_cost_scale;
+    const SeededRuns o = seeded_runs(target_dir(), c, prompt, 48);
+    EXPECT_EQ(o.again, o.alone) << "the same seed twice";
+    EXPECT_EQ(o.beside, o.alone) << "the same seed beside other requests";
+    EXPECT_EQ(o.alone, plain.alone) << "the same seed without speculation";
+    if (k.row_cost_scale == 0 || !k.auto_k) {
+      EXPECT_GT(o.drafted, 0);
+    }
+  }
+}
+
 TEST(ParallelDrafter, ConfidenceCutKeepsGreedyTokensAndDraftsLess) {
   const Workload w = mixed_workload(4096);
   const Outcome plain = run(bundled_config(), w);

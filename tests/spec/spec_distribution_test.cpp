@@ -64,7 +64,9 @@ std::vector<double> exact_joint(const SamplingFilter& f) {
   return joint;
 }
 
-std::vector<int> sampled_counts(const SpecOptions& spec, const SamplingFilter& f) {
+// reproducible: the requests' clients gave their seeds (position-keyed draws, exact match with
+// coupled drafts).
+std::vector<int> sampled_counts(const SpecOptions& spec, const SamplingFilter& f, bool reproducible = false) {
   EngineConfig c;
   c.max_num_seqs = 64;
   c.max_num_batched_tokens = 512;
@@ -85,6 +87,7 @@ std::vector<int> sampled_counts(const SpecOptions& spec, const SamplingFilter& f
     r.sampling.top_k = f.top_k;
     r.sampling.top_p = f.top_p;
     r.sampling.seed = uint64_t(i);
+    r.sampling.reproducible = reproducible;
     streams.push_back(engine.submit(r));
   }
   std::vector<int> counts(size_t(kVocab * kVocab * kVocab));
@@ -148,6 +151,7 @@ TEST(SpecDistribution, VerificationKeepsTheTargetsJointDistribution) {
     const char* name;
     SpecOptions spec;
     bool should_pass;
+    bool reproducible = false;
   };
   SpecOptions wrong = spec(SpecMethod::Probabilistic, DraftSample::Probabilistic);
   wrong.acceptance_length = 4.0;  // K + 1: every draft token accepted whatever the target says
@@ -159,10 +163,13 @@ TEST(SpecDistribution, VerificationKeepsTheTargetsJointDistribution) {
       {"block, probabilistic drafting", spec(SpecMethod::Block, DraftSample::Probabilistic), true},
       {"block, greedy drafting", spec(SpecMethod::Block, DraftSample::Greedy), true},
       {"greedy (exact match) with sampling", spec(SpecMethod::Greedy, DraftSample::Probabilistic), true},
+      {"no speculation, seeded", SpecOptions{}, true, true},
+      {"seeded: coupled exact match", spec(SpecMethod::Block, DraftSample::Probabilistic), true, true},
+      {"seeded: exact match, greedy drafting", spec(SpecMethod::Probabilistic, DraftSample::Greedy), true, true},
       {"WRONG: accept every draft token", wrong, false},
   };
   for (const Case& c : cases) {
-    const ChiSquare x = chi_square(sampled_counts(c.spec, plain_t), exact);
+    const ChiSquare x = chi_square(sampled_counts(c.spec, plain_t, c.reproducible), exact);
     if (c.should_pass)
       EXPECT_LT(x.stat, x.critical) << c.name << ": chi-square " << x.stat << " on " << x.df << " df";
     else

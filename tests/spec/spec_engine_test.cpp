@@ -271,6 +271,43 @@ SpecOptions suffix_of(int k, bool auto_k, const char* rollback = "lanes") {
   return s;
 }
 
+// A request whose client gave its seed gets the same text at temperature > 0 whatever drafts
+// it: run twice and beside other requests in one engine (the suffix drafter's global trie, auto's
+// timings and the batch all change the rounds between runs), and equal to plain sampling's text
+// without speculation, for the draft model (probabilistic drafting, block verification configured),
+// suffix drafting, and auto K over both.
+TEST(SpecEngine, SeededTextIsTheSameForEveryDrafterAloneAgainAndInABatch) {
+  const std::string target = hybrid_target();
+  const std::vector<int32_t> prompt = mixed_workload(512).prompts[1];
+  const int n = 48;
+  const SeededRuns plain = seeded_runs(target, base_config(), prompt, n);
+  ASSERT_EQ(plain.again, plain.alone);
+  ASSERT_EQ(plain.beside, plain.alone);
+  SpecOptions draft_auto = spec_of(hybrid_twin(), 0);
+  draft_auto.auto_k = true;
+  resolve_spec_options(&draft_auto);
+  SpecOptions suffix_auto = suffix_of(0, true);
+  suffix_auto.test_row_cost_scale = -1;  // auto's real, timing-dependent choice
+  resolve_spec_options(&suffix_auto);
+  struct Case {
+    const char* name;
+    SpecOptions spec;
+  };
+  for (const Case& k : {Case{"draft model K 4", spec_of(hybrid_twin(), 4)}, Case{"draft model auto", draft_auto},
+                        Case{"suffix K 4", suffix_of(4, false)}, Case{"suffix K 8 probabilistic", suffix_of(8, false)},
+                        Case{"suffix auto", suffix_auto}, Case{"suffix auto, drafting always", suffix_of(0, true)}}) {
+    SCOPED_TRACE(k.name);
+    EngineConfig c = base_config();
+    c.spec = k.spec;
+    if (std::string(k.name) == "suffix K 8 probabilistic") c.spec.method = SpecMethod::Probabilistic;
+    const SeededRuns o = seeded_runs(target, c, prompt, n);
+    EXPECT_EQ(o.again, o.alone) << "the same seed twice";
+    EXPECT_EQ(o.beside, o.alone) << "the same seed beside other requests";
+    EXPECT_EQ(o.alone, plain.alone) << "the same seed without speculation";
+    EXPECT_GT(o.drafted, 0);
+  }
+}
+
 TEST(SuffixEngine, GreedyBitIdenticalWithSuffixAndAuto) {
   // The mixed batch (prefill chunks beside verify rounds, sequences ending at different steps):
   // suffix drafting at fixed K and under auto, and auto over a draft model, all give plain

@@ -63,4 +63,47 @@ inline Outcome run(const std::string& target, EngineConfig cfg, const Workload& 
   return o;
 }
 
+// A sampled request whose client gave its seed (SamplingParams::reproducible), run three times
+// in one engine: alone, alone again (a suffix drafter's global trie now holds the first run's
+// output), and submitted first beside `others` sampled requests of other seeds; and what the
+// rounds drafted and accepted over all three.
+struct SeededRuns {
+  std::vector<int32_t> alone, again, beside;
+  int drafted = 0, accepted = 0;
+};
+
+inline Request seeded_request(const std::vector<int32_t>& prompt, int max_tokens, uint64_t seed) {
+  Request r = testing::greedy_request(prompt, max_tokens);
+  r.sampling.temperature = 0.9f;
+  r.sampling.top_p = 0.95f;
+  r.sampling.seed = seed;
+  r.sampling.reproducible = true;
+  return r;
+}
+
+inline SeededRuns seeded_runs(const std::string& target, const EngineConfig& cfg, const std::vector<int32_t>& prompt,
+                              int max_tokens, int others = 3) {
+  Engine engine(Model::load(target, cfg.threads), cfg);
+  SeededRuns out;
+  const auto one = [&](int beside) {
+    auto mine = engine.submit(seeded_request(prompt, max_tokens, 1234));
+    std::vector<std::shared_ptr<RequestStream>> rest;
+    for (int i = 0; i < beside; ++i) {
+      std::vector<int32_t> p = prompt;
+      p.push_back(int32_t(i + 1));
+      rest.push_back(engine.submit(seeded_request(p, max_tokens, uint64_t(i + 1))));
+    }
+    const auto got = testing::collect(*mine);
+    EXPECT_EQ(got.reason, FinishReason::Length) << got.error;
+    for (auto& s : rest) testing::collect(*s);
+    out.accepted += mine->accepted_prediction_tokens();
+    out.drafted += mine->accepted_prediction_tokens() + mine->rejected_prediction_tokens();
+    return got.tokens;
+  };
+  out.alone = one(0);
+  out.again = one(0);
+  out.beside = one(others);
+  return out;
+}
+
 }  // namespace ds::test
