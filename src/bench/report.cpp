@@ -27,8 +27,8 @@ std::vector<fs::path> candidate_roots(const std::string& hint) {
   std::vector<fs::path> c;
   if (!hint.empty()) c.emplace_back(hint);
   if (const char* env = std::getenv("DELTASERVE_ASSETS"); env && *env) c.emplace_back(env);
-  // This file sits at <root>/src/bench/report.cpp; the compiler was given its absolute path.
-  c.push_back(fs::path(__FILE__).parent_path().parent_path().parent_path());
+  // The source tree this was built from (src/CMakeLists.txt defines it).
+  c.push_back(fs::path(DS_SOURCE_ROOT));
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) c.push_back(exe.parent_path().parent_path());
