@@ -166,24 +166,36 @@ void Grammar::prune_and_check() {
   };
   index_users();
 
-  // Productive rules (some alternative's rules are all productive), by a worklist: linear in
-  // the grammar's size, whatever the depth of its references.
-  std::vector<char> productive(R, 0);
+  // marked[r] for every rule with an alternative whose count of pending references reaches 0 as
+  // marked rules are counted off, by a worklist: linear in the grammar's size, whatever the
+  // depth of its references. `own(alternative)` is that alternative's starting count.
   std::vector<std::vector<uint32_t>> pending(R);
-  std::vector<uint32_t> work;
-  for (uint32_t r = 0; r < R; ++r) {
-    pending[r].assign(rules_[r].size(), 0);
-    for (uint32_t a = 0; a < rules_[r].size(); ++a) {
-      for (const Symbol& s : rules_[r][a]) pending[r][a] += s.kind == Symbol::Rule;
-      if (pending[r][a] == 0 && !productive[r]) productive[r] = 1, work.push_back(r);
+  auto close_over = [&](std::vector<char>& marked, auto own) {
+    marked.assign(R, 0);
+    std::vector<uint32_t> work;
+    for (uint32_t r = 0; r < R; ++r) {
+      pending[r].assign(rules_[r].size(), 0);
+      for (uint32_t a = 0; a < rules_[r].size(); ++a) {
+        pending[r][a] = own(rules_[r][a]);
+        if (pending[r][a] == 0 && !marked[r]) marked[r] = 1, work.push_back(r);
+      }
     }
-  }
-  while (!work.empty()) {
-    const uint32_t x = work.back();
-    work.pop_back();
-    for (auto [r, a] : users[x])
-      if (--pending[r][a] == 0 && !productive[r]) productive[r] = 1, work.push_back(r);
-  }
+    while (!work.empty()) {
+      const uint32_t x = work.back();
+      work.pop_back();
+      for (auto [r, a] : users[x])
+        if (--pending[r][a] == 0 && !marked[r]) marked[r] = 1, work.push_back(r);
+    }
+  };
+  auto references = [](const std::vector<Symbol>& alt) {
+    uint32_t n = 0;
+    for (const Symbol& s : alt) n += s.kind == Symbol::Rule;
+    return n;
+  };
+
+  // Productive rules: some alternative's rules are all productive.
+  std::vector<char> productive;
+  close_over(productive, references);
   std::vector<RuleId> must_end = must_end_;
   must_end.insert(must_end.begin(), root_);
   for (RuleId top : must_end) {
@@ -216,25 +228,14 @@ void Grammar::prune_and_check() {
     if (!productive[r]) rules_[r].push_back({Grammar::bytes(ByteSet{})});  // unreachable now: a dead end
   index_users();
 
-  // Nullable rules (some alternative is only nullable rules), by the same worklist.
-  std::vector<char> nullable(R, 0);
-  for (uint32_t r = 0; r < R; ++r) {
-    pending[r].assign(rules_[r].size(), 0);
-    for (uint32_t a = 0; a < rules_[r].size(); ++a) {
-      uint32_t n = 0;
-      bool has_byte = false;
-      for (const Symbol& s : rules_[r][a]) n += s.kind == Symbol::Rule, has_byte = has_byte || s.kind == Symbol::Bytes;
-      if (has_byte) n = UINT32_MAX;  // never nullable: the decrements cannot bring it to 0
-      pending[r][a] = n;
-      if (n == 0 && !nullable[r]) nullable[r] = 1, work.push_back(r);
-    }
-  }
-  while (!work.empty()) {
-    const uint32_t x = work.back();
-    work.pop_back();
-    for (auto [r, a] : users[x])
-      if (--pending[r][a] == 0 && !nullable[r]) nullable[r] = 1, work.push_back(r);
-  }
+  // Nullable rules: some alternative is only nullable rules (a byte: never; the count cannot
+  // then come down to 0).
+  std::vector<char> nullable;
+  close_over(nullable, [&](const std::vector<Symbol>& alt) {
+    for (const Symbol& s : alt)
+      if (s.kind == Symbol::Bytes) return UINT32_MAX;
+    return references(alt);
+  });
 
   // Left calls: r -> x when x stands in an alternative of r behind nullable rules only. A cycle
   // among the rules the root reaches is left recursion. Depth-first with an explicit stack.
