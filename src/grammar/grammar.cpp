@@ -153,6 +153,19 @@ RuleId Grammar::rule_for_error(const std::vector<RuleId>& candidates) const {
   return candidates.front();
 }
 
+template <class Keep>
+std::vector<RuleId> Grammar::reachable(RuleId from, Keep keep) const {
+  // Breadth-first over references, through the rules `keep` admits: from, then what they reach.
+  std::vector<RuleId> out{from};
+  std::vector<char> seen(rules_.size(), 0);
+  seen[from] = 1;
+  for (size_t i = 0; i < out.size(); ++i)
+    for (const auto& alt : rules_[out[i]])
+      for (const Symbol& s : alt)
+        if (s.kind == Symbol::Rule && !seen[s.rule] && keep(s.rule)) seen[s.rule] = 1, out.push_back(s.rule);
+  return out;
+}
+
 void Grammar::prune_and_check() {
   const size_t R = rules_.size();
   // users[x]: (rule, alternative) once per reference to x in it.
@@ -201,14 +214,7 @@ void Grammar::prune_and_check() {
   for (RuleId top : must_end) {
     if (productive[top]) continue;
     // Name an unproductive rule it reaches.
-    std::vector<RuleId> reached{top};
-    std::vector<char> seen(R, 0);
-    seen[top] = 1;
-    for (size_t i = 0; i < reached.size(); ++i)
-      for (const auto& alt : rules_[reached[i]])
-        for (const Symbol& s : alt)
-          if (s.kind == Symbol::Rule && !seen[s.rule] && !productive[s.rule]) seen[s.rule] = 1, reached.push_back(s.rule);
-    const RuleId r = rule_for_error(reached);
+    const RuleId r = rule_for_error(reachable(top, [&](RuleId x) { return !productive[x]; }));
     throw GrammarError("'" + names_[r] + "' admits no finite value: every alternative of it refers back to itself",
                        names_[r], r);
   }
@@ -249,14 +255,7 @@ void Grammar::prune_and_check() {
       }
   std::vector<uint8_t> color(R, 0);  // 0 new, 1 on the stack, 2 done
   std::vector<std::pair<RuleId, size_t>> stack;
-  std::vector<RuleId> reach{root_};
-  std::vector<char> reached(R, 0);
-  reached[root_] = 1;
-  for (size_t i = 0; i < reach.size(); ++i)
-    for (const auto& alt : rules_[reach[i]])
-      for (const Symbol& s : alt)
-        if (s.kind == Symbol::Rule && !reached[s.rule]) reached[s.rule] = 1, reach.push_back(s.rule);
-  for (RuleId start : reach) {
+  for (RuleId start : reachable(root_, [](RuleId) { return true; })) {
     if (color[start]) continue;
     stack.push_back({start, 0});
     color[start] = 1;

@@ -139,6 +139,8 @@ class Grammar {
  private:
   void prune_and_check();
   RuleId rule_for_error(const std::vector<RuleId>& candidates) const;
+  template <class Keep>
+  std::vector<RuleId> reachable(RuleId from, Keep keep) const;  // before flattening
 
   GrammarLimits limits_;
   std::chrono::steady_clock::time_point deadline_;
