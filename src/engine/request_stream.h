@@ -34,6 +34,15 @@ class RequestStream {
   int cached_tokens() const { return cached_tokens_.load(std::memory_order_acquire); }
   void set_cached_tokens(int n) { cached_tokens_.store(n, std::memory_order_release); }
 
+  // The furthest prompt position this request made resumable in the prefix cache (a state
+  // snapshot it saved; whole blocks for a model without recurrent state); 0 when none.
+  int cache_written_end() const { return cache_written_.load(std::memory_order_acquire); }
+  void note_cache_written(int end) {
+    int cur = cache_written_.load(std::memory_order_relaxed);
+    while (end > cur && !cache_written_.compare_exchange_weak(cur, end, std::memory_order_release)) {
+    }
+  }
+
   // Speculative decoding: draft tokens accepted and rejected over the request (usage's
   // completion_tokens_details.{accepted,rejected}_prediction_tokens); set before the end.
   int accepted_prediction_tokens() const { return accepted_.load(std::memory_order_acquire); }
@@ -63,6 +72,7 @@ class RequestStream {
   const int prompt_tokens_;
   std::atomic<bool> cancelled_{false};
   std::atomic<int> cached_tokens_{0};
+  std::atomic<int> cache_written_{0};
   std::atomic<int> accepted_{0}, rejected_{0}, rounds_{0};
   std::atomic<bool> speculated_{false};
   mutable std::mutex mu_;

@@ -104,7 +104,16 @@ void Scheduler::plan_chunk(Sequence* s, int n) {
   plan_.tokens.insert(plan_.tokens.end(), s->tokens.begin() + s->num_computed,
                       s->tokens.begin() + s->num_computed + n);
   push_chunk(s, c, 0, false, n);
-  if (auto h = cache_.chunk_snapshot(&s->prefix, s->num_computed + n)) plan_.saves.push_back({s->slot, *h});
+  const int end = s->num_computed + n;
+  // What this prompt adds to the prefix cache (Anthropic's cache_creation_input_tokens): up to
+  // the state snapshot it saves, or for a model without recurrent state, the whole blocks.
+  const int prompt_end = std::min(end, s->num_prompt);
+  if (auto h = cache_.chunk_snapshot(&s->prefix, end)) {
+    plan_.saves.push_back({s->slot, *h});
+    if (s->stream) s->stream->note_cache_written(prompt_end);
+  } else if (cache_.enabled() && cache_.stateless() && s->stream) {
+    s->stream->note_cache_written(prompt_end / cache_.block_size() * cache_.block_size());
+  }
 }
 
 void Scheduler::plan_verify(Sequence* s, int k, bool feed_last) {

@@ -9,6 +9,22 @@ nlohmann::json ApiError::body() const {
   return {{"error", e}};
 }
 
+nlohmann::json ApiError::anthropic_body() const {
+  std::string t;
+  switch (status) {
+    case 401: t = "authentication_error"; break;
+    case 403: t = "permission_error"; break;
+    case 404: t = "not_found_error"; break;
+    case 413: t = "request_too_large"; break;
+    case 429: t = "rate_limit_error"; break;
+    case 503:
+    case 529: t = "overloaded_error"; break;
+    default: t = status >= 500 ? "api_error" : "invalid_request_error";
+  }
+  // The field, when one is at fault, is in the message already; Anthropic's shape has no param.
+  return {{"type", "error"}, {"error", {{"type", t}, {"message", what()}}}};
+}
+
 ApiError invalid_request(const std::string& message, const std::string& param) {
   return ApiError(400, "invalid_request_error", message, param, {}, "invalid_request");
 }

@@ -1,5 +1,5 @@
-// Errors as the OpenAI API shapes them: {"error": {"message", "type", "param", "code"}}, with the
-// HTTP status beside. Request handling throws ApiError; the route wrapper turns it into the
+// Errors as the APIs shape them (OpenAI's, and Anthropic's for /v1/messages), with the HTTP
+// status beside. Request handling throws ApiError; the route wrapper turns it into the
 // response, so no handler writes an error body by hand.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -21,7 +21,12 @@ struct ApiError : std::runtime_error {
       : std::runtime_error(std::move(message)), status(status), type(std::move(type)),
         param(std::move(param)), code(std::move(code)), kind(std::move(kind)) {}
 
+  // OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
   nlohmann::json body() const;
+  // Anthropic's: {"type": "error", "error": {"type", "message"}}, the type named from the status
+  // as Anthropic's API names it (invalid_request_error, authentication_error, not_found_error,
+  // request_too_large, rate_limit_error, api_error, overloaded_error).
+  nlohmann::json anthropic_body() const;
 };
 
 // 400 naming the field.

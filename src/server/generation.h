@@ -1,6 +1,7 @@
-// POST /v1/chat/completions and /v1/completions: validate, template, tokenize, submit to the
-// engine, then answer in one body or as an SSE stream. Refusals before submission throw
-// ApiError; once streaming has begun, errors are reported in the stream.
+// POST /v1/chat/completions and /v1/completions: the OpenAI body translated into the internal
+// request (openai_request.h), run (generation_run.h), and answered in one body or as an SSE
+// stream of OpenAI chunks. Refusals before submission throw ApiError; once streaming has begun,
+// errors are reported in the stream.
 #pragma once
 #include "http/http_message.h"
 #include "server/server_context.h"

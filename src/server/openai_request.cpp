@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
+#include "server/request_tools.h"
 #include "core/json_parse.h"
 
 namespace ds::server {
@@ -18,61 +20,6 @@ namespace {
 // No OpenAI request nests deeper than a few levels; refusing deep nesting while parsing keeps a
 // hostile body from costing memory, time, or the stack of whatever walks it later.
 constexpr int kMaxBodyDepth = 32;
-
-std::string type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    case json::value_t::number_float: return "number";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    default: return "value";
-  }
-}
-
-std::string num(double x) {
-  if (x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string(int64_t(x));
-  std::string s = std::to_string(x);
-  while (!s.empty() && s.back() == '0') s.pop_back();
-  return s;
-}
-
-// A present, non-null field; null counts as absent, as the OpenAI API treats it.
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::optional<double> get_number(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number())
-    throw invalid_request(std::string("'") + name + "' must be a number, got " + type_name(*v), name);
-  return v->get<double>();
-}
-
-std::optional<int64_t> get_int(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (v->is_number_integer()) {
-    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      return std::numeric_limits<int64_t>::max();
-    return v->get<int64_t>();
-  }
-  throw invalid_request(std::string("'") + name + "' must be an integer, got " + type_name(*v), name);
-}
-
-std::optional<bool> get_bool(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean())
-    throw invalid_request(std::string("'") + name + "' must be a boolean, got " + type_name(*v), name);
-  return v->get<bool>();
-}
 
 void parse_common(const json& body, GenerationRequest* g) {
   if (const json* m = field(body, "model")) {
@@ -186,224 +133,6 @@ void parse_common(const json& body, GenerationRequest* g) {
 
 using ojson = nlohmann::ordered_json;
 
-bool valid_tool_name(const std::string& n) {
-  if (n.empty() || n.size() > 64) return false;
-  for (char c : n)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
-  return true;
-}
-
-// ---- a tool's parameters must describe an object ----
-//
-// Tool arguments are a JSON object in every chat format (the parsers take nothing else back), so
-// a schema that admits other values would let a forced call's grammar write arguments that then
-// come back as no call. What a schema admits is read as a set of JSON types. Each keyword that
-// restricts the type (type, enum, const, anyOf/oneOf, allOf, $ref) must admit only objects on its
-// own, which is stricter than JSON Schema's intersection of them: the grammar compiler follows
-// one such keyword per schema (grammar/json_schema.cpp).
-
-enum TypeBit : unsigned {
-  kObjectBit = 1,
-  kArrayBit = 2,
-  kStringBit = 4,
-  kIntegerBit = 8,
-  kNumberBit = 16,
-  kBooleanBit = 32,
-  kNullBit = 64,
-  kAnyType = 127,
-};
-
-std::string type_names(unsigned mask) {
-  static const std::pair<unsigned, const char*> names[] = {{kObjectBit, "object"},   {kArrayBit, "array"},
-                                                           {kStringBit, "string"},   {kIntegerBit, "integer"},
-                                                           {kNumberBit, "number"},   {kBooleanBit, "boolean"},
-                                                           {kNullBit, "null"}};
-  std::string out;
-  for (const auto& [bit, name] : names) {
-    if (!(mask & bit)) continue;
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
-unsigned value_type(const ojson& v) {
-  switch (v.type()) {
-    case ojson::value_t::object: return kObjectBit;
-    case ojson::value_t::array: return kArrayBit;
-    case ojson::value_t::string: return kStringBit;
-    case ojson::value_t::number_integer:
-    case ojson::value_t::number_unsigned: return kIntegerBit;
-    case ojson::value_t::number_float: return kNumberBit;
-    case ojson::value_t::boolean: return kBooleanBit;
-    default: return kNullBit;
-  }
-}
-
-unsigned type_bit(const std::string& name) {
-  if (name == "object") return kObjectBit;
-  if (name == "array") return kArrayBit;
-  if (name == "string") return kStringBit;
-  if (name == "integer") return kIntegerBit;
-  if (name == "number") return kNumberBit | kIntegerBit;
-  if (name == "boolean") return kBooleanBit;
-  if (name == "null") return kNullBit;
-  return 0;
-}
-
-// What a schema admits.
-struct SchemaReading {
-  unsigned mask = kAnyType;  // the JSON types it admits
-  bool known = true;         // false: malformed; the grammar compiler reports it where it applies
-  bool untyped = false;      // no keyword says or implies the type: any value
-  // The first keyword (a JSON pointer into the schema) that on its own admits a non-object, and
-  // what it admits; empty when none does.
-  std::string offender;
-  unsigned offender_mask = 0;
-};
-
-class ParametersReader {
- public:
-  ParametersReader(const ojson& root, std::string context) : root_(root), context_(std::move(context)) {}
-
-  SchemaReading read(const ojson& s, const std::string& where, int depth = 0) {
-    if (depth > 32)
-      throw invalid_request(context_ + " at '" + where + "': the schema nests and references more than 32 levels "
-                                           "deep (a '$ref' cycle?), so what it admits cannot be checked",
-                            "tools");
-    if (s.is_boolean()) return leaf(s.get<bool>() ? kAnyType : 0u, where, s.get<bool>());
-    if (!s.is_object()) return unknown();
-    SchemaReading out;
-    bool restricted = false;
-    auto take = [&](const SchemaReading& r) {
-      restricted = true;
-      if (!r.known) out.known = false;
-      out.mask &= r.mask;
-      if (out.offender.empty() && !r.offender.empty()) {
-        out.offender = r.offender;
-        out.offender_mask = r.offender_mask;
-      }
-    };
-    if (auto it = s.find("$ref"); it != s.end()) take(ref(*it, where + "/$ref", depth));
-    if (auto it = s.find("const"); it != s.end()) take(leaf(value_type(*it), where + "/const"));
-    if (auto it = s.find("enum"); it != s.end()) {
-      if (!it->is_array() || it->empty()) {
-        take(unknown());
-      } else {
-        unsigned m = 0;
-        for (const auto& v : *it) m |= value_type(v);
-        take(leaf(m, where + "/enum"));
-      }
-    }
-    for (const char* key : {"anyOf", "oneOf", "allOf"}) {
-      auto it = s.find(key);
-      if (it == s.end()) continue;
-      if (!it->is_array() || it->empty()) {
-        take(unknown());
-        continue;
-      }
-      const bool all = std::string_view(key) == "allOf";
-      SchemaReading r;
-      r.mask = all ? kAnyType : 0u;
-      for (size_t i = 0; i < it->size(); ++i) {
-        const SchemaReading b = read((*it)[i], where + "/" + key + "/" + std::to_string(i), depth + 1);
-        if (!b.known) r.known = false;
-        r.mask = all ? (r.mask & b.mask) : (r.mask | b.mask);
-        if (r.offender.empty() && !b.offender.empty()) {
-          r.offender = b.offender;
-          r.offender_mask = b.offender_mask;
-        }
-      }
-      // allOf applies every branch, so one that admits only objects is enough (as in JSON Schema).
-      if (all && !(r.mask & ~kObjectBit)) r.offender.clear();
-      take(r);
-    }
-    if (auto it = s.find("type"); it != s.end()) {
-      unsigned m = 0;
-      bool ok = it->is_string() || (it->is_array() && !it->empty());
-      if (ok) {
-        const std::vector<ojson> names =
-            it->is_array() ? std::vector<ojson>(it->begin(), it->end()) : std::vector<ojson>{*it};
-        for (const ojson& n : names) {
-          const unsigned bit = n.is_string() ? type_bit(n.get<std::string>()) : 0u;
-          ok = ok && bit != 0;
-          m |= bit;
-        }
-      }
-      take(ok ? leaf(m, where + "/type") : unknown());
-    }
-    if (restricted) return out;
-    // Nothing says the type: the grammar compiler reads it from the other keywords (properties:
-    // an object; items: an array; string bounds: a string), else it takes any value.
-    if (s.contains("properties") || s.contains("additionalProperties")) return leaf(kObjectBit, where);
-    for (const char* k : {"items", "minItems", "maxItems"})
-      if (s.contains(k)) return leaf(kArrayBit, where + "/" + k);
-    for (const char* k : {"pattern", "minLength", "maxLength", "format"})
-      if (s.contains(k)) return leaf(kStringBit, where + "/" + k);
-    return leaf(kAnyType, where, true);
-  }
-
- private:
-  static SchemaReading unknown() {
-    SchemaReading r;
-    r.known = false;
-    return r;
-  }
-
-  static SchemaReading leaf(unsigned mask, const std::string& where, bool untyped = false) {
-    SchemaReading r;
-    r.mask = mask;
-    r.untyped = untyped;
-    if (mask & ~kObjectBit) {
-      r.offender = where.empty() ? "/" : where;
-      r.offender_mask = mask;
-    }
-    return r;
-  }
-
-  // A $ref is followed within the schema's own $defs or definitions; any other is refused, since
-  // what it admits could not be checked.
-  SchemaReading ref(const ojson& r, const std::string& where, int depth) {
-    if (r.is_string()) {
-      const std::string name = r.get<std::string>();
-      for (const char* defs : {"$defs", "definitions"}) {
-        const std::string prefix = std::string("#/") + defs + "/";
-        if (name.rfind(prefix, 0) != 0) continue;
-        const std::string key = name.substr(prefix.size());
-        auto d = root_.find(defs);
-        if (d != root_.end() && d->is_object() && d->contains(key))
-          return read((*d)[key], "/" + std::string(defs) + "/" + key, depth + 1);
-      }
-    }
-    throw invalid_request(context_ + " at '" + where + "': '$ref' " + r.dump() +
-                              " must name an entry of the schema's own $defs or definitions, so that the server can "
-                              "check that the arguments are an object",
-                          "tools");
-  }
-
-  const ojson& root_;
-  std::string context_;
-};
-
-// Refuses (a 400 naming the tool and the path) a parameters schema that admits anything but a
-// JSON object. One that says nothing of the type at its root ({}, annotations, `required` alone)
-// is taken as any object: the schema returned for the grammar carries "type": "object".
-ojson checked_parameters(const ojson& schema, const std::string& where, const std::string& tool) {
-  const std::string context = "'" + where + ".function.parameters' (tool '" + tool + "')";
-  const SchemaReading r = ParametersReader(schema, context).read(schema, "");
-  if (r.untyped) {
-    ojson typed = schema;
-    typed["type"] = "object";
-    return typed;
-  }
-  if (r.offender.empty()) return schema;  // object only, or malformed (the grammar compiler says where)
-  throw invalid_request(context + " must describe a JSON object, since tool arguments are always one, but at '" +
-                            r.offender + "' the schema admits " +
-                            (r.offender_mask & kObjectBit ? "also " + type_names(r.offender_mask & ~kObjectBit)
-                                                          : type_names(r.offender_mask)),
-                        "tools");
-}
-
 void parse_tools(const ojson& body, GenerationRequest* g) {
   auto it = body.find("tools");
   if (it == body.end() || it->is_null()) return;
@@ -420,20 +149,12 @@ void parse_tools(const ojson& body, GenerationRequest* g) {
     if (!t.contains("function") || !t["function"].is_object())
       throw invalid_request("'" + where + ".function' must be an object", "tools");
     const ojson& f = t["function"];
-    if (!f.contains("name") || !f["name"].is_string() || !valid_tool_name(f["name"].get<std::string>()))
+    if (!f.contains("name") || !f["name"].is_string())
       throw invalid_request("'" + where + ".function.name' must be 1 to 64 letters, digits, '_' or '-'", "tools");
-    ToolSpec spec;
-    spec.name = f["name"].get<std::string>();
-    for (const ToolSpec& other : g->tools)
-      if (other.name == spec.name) throw invalid_request("'" + where + "' repeats the tool name '" + spec.name + "'", "tools");
     if (f.contains("description") && !f["description"].is_string() && !f["description"].is_null())
       throw invalid_request("'" + where + ".function.description' must be a string", "tools");
-    if (f.contains("parameters") && !f["parameters"].is_null()) {
-      if (!f["parameters"].is_object())
-        throw invalid_request("'" + where + ".function.parameters' must be a JSON schema object", "tools");
-      spec.parameters = checked_parameters(f["parameters"], where, spec.name);
-    }
-    g->tools.push_back(std::move(spec));
+    add_tool(*g, f["name"].get<std::string>(), f.contains("parameters") ? &f["parameters"] : nullptr, where,
+             where + ".function.parameters", "tools");
   }
   if (!g->tools.empty()) g->tools_json = it->dump();
 }
@@ -463,16 +184,10 @@ void parse_tool_choice(const ojson& body, GenerationRequest* g) {
                             "tool_choice");
     g->tool_choice = ToolChoice::Named;
     g->tool_choice_name = (*f)["name"].get<std::string>();
-    bool declared = false;
-    for (const ToolSpec& t : g->tools) declared = declared || t.name == g->tool_choice_name;
-    if (!declared)
-      throw invalid_request("'tool_choice' names the function '" + g->tool_choice_name + "', which 'tools' does not declare",
-                            "tool_choice");
   } else {
     throw invalid_request("'tool_choice' must be a string or an object", "tool_choice");
   }
-  if (g->tool_choice != ToolChoice::None && g->tools.empty())
-    throw invalid_request("'tool_choice' asks for a tool call, but the request declares no 'tools'", "tool_choice");
+  check_tool_choice(*g, "tool_choice");
 }
 
 void parse_response_format(const ojson& body, GenerationRequest* g) {

@@ -28,6 +28,9 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;
+  // Prompt tokens this request added to the prefix cache beyond what it read from it
+  // (Anthropic's cache_creation_input_tokens).
+  int cache_creation_tokens = 0;
   // Speculative decoding: draft tokens accepted and rejected (OpenAI's prediction-token fields);
   // reported only when the server speculates.
   bool speculated = false;

@@ -188,10 +188,14 @@ std::optional<ApiError> check_request(const GuardSettings& g, const RequestFacts
                       {}, {}, "invalid_request");
   }
   if (!g.api_key.empty() && needs_auth(r.path)) {
-    if (r.authorization.empty())
-      return ApiError(401, "authentication_error", "missing API key: send 'Authorization: Bearer <key>'", {},
-                      "invalid_api_key", "authentication");
-    if (!constant_time_equal(r.authorization, "Bearer " + g.api_key))
+    // Either header carries the key: OpenAI's clients send a bearer token, Anthropic's x-api-key.
+    if (r.authorization.empty() && r.api_key.empty())
+      return ApiError(401, "authentication_error",
+                      "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'", {}, "invalid_api_key",
+                      "authentication");
+    const bool ok = r.authorization.empty() ? constant_time_equal(r.api_key, g.api_key)
+                                            : constant_time_equal(r.authorization, "Bearer " + g.api_key);
+    if (!ok)
       return ApiError(401, "authentication_error", "incorrect API key provided", {}, "invalid_api_key", "authentication");
   }
   return std::nullopt;

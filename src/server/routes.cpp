@@ -8,6 +8,7 @@
 
 #include "core/build_info.h"
 #include "core/cpu_features.h"
+#include "server/anthropic/messages_route.h"
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/generation.h"
@@ -25,11 +26,14 @@ namespace {
 using http::HttpRequest;
 using http::HttpResponse;
 
-void send_error(ServerContext& ctx, HttpResponse& res, const ApiError& e) {
+// Anthropic's clients read errors in Anthropic's shape; everyone else gets OpenAI's.
+bool anthropic_path(const std::string& path) { return path == "/v1/messages" || path.rfind("/v1/messages/", 0) == 0; }
+
+void send_error(ServerContext& ctx, HttpResponse& res, const ApiError& e, bool anthropic = false) {
   res = HttpResponse{};
   res.status = e.status;
   if (e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(dump_json(e.body()), "application/json");
+  res.set_content(dump_json(anthropic ? e.anthropic_body() : e.body()), "application/json");
   if (!e.kind.empty()) ctx.engine.metrics().request_error(e.kind);
 }
 
@@ -118,7 +122,8 @@ RequestFacts request_facts(const HttpRequest& req) {
           req.header("Origin"),
           req.header("Content-Type"),
           req.header("Authorization"),
-          req.header("Access-Control-Request-Method")};
+          req.header("Access-Control-Request-Method"),
+          req.header("x-api-key")};
 }
 
 // Runs after the headers and before the body is read: a refused request costs no body read.
@@ -126,7 +131,7 @@ std::optional<HttpResponse> screen(ServerContext& ctx, const HttpRequest& req) {
   HttpResponse res;
   const RequestFacts facts = request_facts(req);
   if (auto refused = check_request(ctx.guard, facts)) {
-    send_error(ctx, res, *refused);
+    send_error(ctx, res, *refused, anthropic_path(req.path));
     return res;
   }
   const std::string len = req.header("Content-Length");
@@ -136,7 +141,8 @@ std::optional<HttpResponse> screen(ServerContext& ctx, const HttpRequest& req) {
     if (n > ctx.opts.max_body_bytes) {
       send_error(ctx, res,
                  transport_error(413, "the request body has " + len + " bytes, over the limit of " +
-                                          std::to_string(ctx.opts.max_body_bytes) + " bytes"));
+                                          std::to_string(ctx.opts.max_body_bytes) + " bytes"),
+                 anthropic_path(req.path));
       return res;
     }
   }
@@ -211,6 +217,8 @@ void route(ServerContext& ctx, int64_t started, const HttpRequest& req, HttpResp
   if (is_preflight(request_facts(req))) return handle_preflight(ctx, req, res);
   if (m == "POST" && p == "/v1/chat/completions") return handle_generation(ctx, req, res, true);
   if (m == "POST" && p == "/v1/completions") return handle_generation(ctx, req, res, false);
+  if (m == "POST" && p == "/v1/messages") return handle_messages(ctx, req, res);
+  if (m == "POST" && p == "/v1/messages/count_tokens") return handle_count_tokens(ctx, req, res);
   if (m == "POST" && p == "/tokenize") return handle_tokenize(ctx, req, res);
   if (m == "POST" && p == "/detokenize") return handle_detokenize(ctx, req, res);
   if (m == "GET" && p == "/v1/models") {
@@ -249,12 +257,12 @@ http::HttpApp make_http_app(ServerContext& ctx) {
     try {
       route(ctx, started, req, res);
     } catch (const ApiError& e) {
-      send_error(ctx, res, e);
+      send_error(ctx, res, e, anthropic_path(req.path));
     } catch (const std::exception& e) {
       spdlog::error("{} {}: {}", req.method, req.path, e.what());
-      send_error(ctx, res, internal_error(std::string("internal error: ") + e.what()));
+      send_error(ctx, res, internal_error(std::string("internal error: ") + e.what()), anthropic_path(req.path));
     } catch (...) {
-      send_error(ctx, res, internal_error("internal error"));
+      send_error(ctx, res, internal_error("internal error"), anthropic_path(req.path));
     }
   };
   // Every answer to a listed origin (errors, streams and refusals included) says the page may

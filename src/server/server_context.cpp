@@ -18,6 +18,7 @@ ServerContext::ServerContext(Engine& e, Tokenizer t, ServerOptions o)
   guard.allowed_hosts = opts.allowed_hosts;
   guard.allowed_origins = opts.allowed_origins;
   guard.api_key = opts.api_key;
+  if (!opts.request_log_path.empty()) request_log.open(opts.request_log_path);
 }
 
 bool ServerContext::serves(const std::string& name) const {

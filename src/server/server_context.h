@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "server/output_constraint.h"
 #include "server/request_guard.h"
+#include "server/request_log.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +44,11 @@ struct ServerOptions {
   // may cost, and the bytes the compiled grammars are kept in.
   grammar::GrammarLimits grammar_limits;
   size_t grammar_cache_bytes = 128u << 20;
+  // server/request_log.h; empty: none.
+  std::string request_log_path;
+  // Past responses /v1/responses keeps for previous_response_id and GET (responses/).
+  size_t responses_store_count = 256;
+  size_t responses_store_bytes = 64u << 20;
 };
 
 struct ServerContext {
@@ -61,6 +67,7 @@ struct ServerContext {
   OutputConstraints constraints;
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};  // generation requests whose response is not fully written
+  RequestLog request_log;
 
   bool serves(const std::string& name) const;
 };

@@ -21,7 +21,13 @@ bool TextOutput::find_stop() {
   if (scanned_ >= longest_stop_) from = std::max(from, scanned_ - (longest_stop_ - 1));
   scanned_ = text_.size();
   size_t best = std::string::npos;
-  for (const auto& s : stop_) best = std::min(best, text_.find(s, from));
+  for (const auto& s : stop_) {
+    const size_t at = text_.find(s, from);
+    if (at < best) {
+      best = at;
+      matched_ = s;
+    }
+  }
   if (best == std::string::npos) return false;
   text_.resize(best);
   stopped_ = true;

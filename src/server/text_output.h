@@ -21,6 +21,8 @@ class TextOutput {
   // there and the request should end with finish_reason "stop".
   bool add(int32_t token);
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text (Anthropic's stop_sequence); empty when none did.
+  const std::string& stop_string() const { return matched_; }
   // Text safe to send now; advances the send cursor.
   std::string take();
   // Everything not yet sent, including a held-back partial character (at the end).
@@ -41,6 +43,7 @@ class TextOutput {
   size_t scanned_ = 0;       // text_ searched for stop strings up to here
   size_t longest_stop_ = 1;  // bytes of the longest stop string
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace ds::server
