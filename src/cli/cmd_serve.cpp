@@ -40,6 +40,7 @@ struct ServeArgs {
   double grace_s = 30;
   double max_body_mb = 32;
   double grammar_cache_mb = 128;
+  std::string request_log;
   server::ServerOptions http;  // the transport's limits, parsed in place
   dist::RankOptions ranks;
 };
@@ -154,6 +155,7 @@ int run_serve(const ServeArgs& a) {
   o.grammar_limits = a.http.grammar_limits;
   DS_CHECK(a.grammar_cache_mb > 0, "invalid settings: --grammar-cache-mb must be > 0, got " + std::to_string(a.grammar_cache_mb));
   o.grammar_cache_bytes = size_t(a.grammar_cache_mb * 1024 * 1024);
+  o.request_log_path = a.request_log;
   server::HttpServer http(engine, std::move(tokenizer), o);
   const int port = http.bind();
   spdlog::info("serving {} on http://{}:{}", o.served_model_names.front(), a.host, port);
@@ -284,6 +286,9 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--grammar-cache-mb", a->grammar_cache_mb, "Memory the compiled grammars are kept in, MiB")
       ->capture_default_str();
+  cmd->add_option("--request-log", a->request_log,
+                  "Append one JSON line per finished generation request to this file (API, session, prompt and cached "
+                  "tokens, output tokens, time to first token, total time; never the text)");
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
 });
 
