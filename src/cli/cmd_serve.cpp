@@ -193,7 +193,8 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--max-num-batched-tokens", a->engine.max_num_batched_tokens, "Tokens in one forward step")
       ->capture_default_str();
   cmd->add_option("--max-model-len", a->engine.max_model_len,
-                  "Prompt plus generated tokens per sequence (default: the model's limit, or 8192)");
+                  "Prompt plus generated tokens per sequence (default: the model's max_position_embeddings, or 8192; "
+                  "above it only for attention without positional encoding, with a warning)");
   cmd->add_option("--kv-pool-gb", a->engine.kv_pool_gb,
                   "KV block pool size in GiB (0: enough for max-num-seqs full-length sequences, with prefix caching at least 1; at most 4)")
       ->capture_default_str();
