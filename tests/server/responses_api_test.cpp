@@ -5,10 +5,13 @@
 // here in the API's documented shapes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "../support/missing_dependency.h"
+#include "../support/run_capture.h"
 #include "server/api_error.h"
 #include "server/responses/responses_request.h"
 #include "server/responses/responses_store.h"
@@ -206,11 +209,12 @@ TEST(ResponsesTranslation, TextFormatIsChatsResponseFormat) {
             server::ResponseFormat::Text);
   EXPECT_EQ(parse({{"input", "x"}, {"text", {{"format", {{"type", "json_object"}}}}}}).g.response_format,
             server::ResponseFormat::JsonObject);
-  const json schema = {{"type", "object"}, {"properties", {{"b", {{"type", "integer"}}}, {"a", {{"type", "string"}}}}}};
-  const ResponsesRequest r = parse(
-      {{"input", "x"},
-       {"text", {{"format", {{"type", "json_schema"}, {"name", "thing"}, {"schema", schema}, {"strict", true}}},
-                 {"verbosity", "low"}}}});
+  // Written as text: nlohmann::json would sort the properties.
+  ResponsesStore store(1, 1024);
+  const ResponsesRequest r = parse_responses_request(R"({"input": "x", "text": {"format": {"type": "json_schema",
+      "name": "thing", "strict": true, "schema": {"type": "object", "properties": {"b": {"type": "integer"},
+      "a": {"type": "string"}}}}, "verbosity": "low"}})",
+                                                     store);
   EXPECT_EQ(r.g.response_format, server::ResponseFormat::JsonSchema);
   // The schema keeps its property order (the order the output writes them in).
   EXPECT_EQ(r.g.response_schema["properties"].begin().key(), "b");
@@ -859,6 +863,22 @@ TEST(ResponsesServer, ErrorsInOpenAisShape) {
   }
   EXPECT_EQ(http_call(s.port, "GET", "/v1/responses/resp_nope").status, 404);
   EXPECT_EQ(http_call(s.port, "GET", "/v1/responses/a/b").status, 404);
+}
+
+// The official `openai` npm package (tests/server/responses_openai_client.mjs) against the server.
+TEST(ResponsesServer, OpenAiClient) {
+  const std::string root = DS_SOURCE_DIR;
+  int st = 0;
+  run_capture("node --version > /dev/null 2>&1", &st);
+  DS_REQUIRE_DEPENDENCY(st == 0, "node is not installed (run scripts/setup)");
+  DS_REQUIRE_DEPENDENCY(std::filesystem::exists(root + "/node_modules/openai/package.json"),
+                        "node_modules/openai is missing (run scripts/setup)");
+  TestServer s;
+  const std::string cmd = "cd '" + root + "' && DS_BASE_URL=http://127.0.0.1:" + std::to_string(s.port) +
+                          " DS_MODEL=fake node tests/server/responses_openai_client.mjs 2>&1";
+  const std::string out = run_capture(cmd, &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("responses client: ok"), std::string::npos) << out;
 }
 
 }  // namespace
