@@ -14,6 +14,7 @@
 #include "../support/run_capture.h"
 #include "server/api_error.h"
 #include "server/responses/responses_request.h"
+#include "server/responses/responses_response.h"
 #include "server/responses/responses_store.h"
 #include "server_harness.h"
 
@@ -393,6 +394,29 @@ struct Event {
   json data;
 };
 
+// The `event:` / `data:` blocks of an SSE text; comments (keep-alives) skipped.
+std::vector<Event> events_of(const std::string& raw) {
+  std::vector<Event> events;
+  size_t start = 0, end;
+  while ((end = raw.find("\n\n", start)) != std::string::npos) {
+    const std::string block = raw.substr(start, end - start);
+    start = end + 2;
+    if (block.rfind(":", 0) == 0) continue;
+    Event e;
+    size_t line_start = 0;
+    while (line_start < block.size()) {
+      size_t line_end = block.find('\n', line_start);
+      if (line_end == std::string::npos) line_end = block.size();
+      const std::string line = block.substr(line_start, line_end - line_start);
+      if (line.rfind("event: ", 0) == 0) e.name = line.substr(7);
+      if (line.rfind("data: ", 0) == 0) e.data = json::parse(line.substr(6), nullptr, false);
+      line_start = line_end + 1;
+    }
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
 struct ResponsesStream {
   int status = 0;
   std::vector<Event> events;
@@ -404,32 +428,13 @@ ResponsesStream stream_responses(int port, json body) {
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(120, 0);
   ResponsesStream out;
-  std::string buf;
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/responses";
   req.body = body.dump();
   req.set_header("Content-Type", "application/json");
   req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
-    buf.append(d, n);
     out.raw.append(d, n);
-    size_t pos;
-    while ((pos = buf.find("\n\n")) != std::string::npos) {
-      const std::string block = buf.substr(0, pos);
-      buf.erase(0, pos + 2);
-      if (block.rfind(":", 0) == 0) continue;  // a comment: keep-alive
-      Event e;
-      size_t line_start = 0;
-      while (line_start < block.size()) {
-        size_t end = block.find('\n', line_start);
-        if (end == std::string::npos) end = block.size();
-        const std::string line = block.substr(line_start, end - line_start);
-        if (line.rfind("event: ", 0) == 0) e.name = line.substr(7);
-        if (line.rfind("data: ", 0) == 0) e.data = json::parse(line.substr(6), nullptr, false);
-        line_start = end + 1;
-      }
-      out.events.push_back(std::move(e));
-    }
     return true;
   };
   httplib::Response res;
@@ -437,6 +442,7 @@ ResponsesStream stream_responses(int port, json body) {
   cli.send(req, res, err);
   out.status = res.status;
   if (res.status != 200 && out.raw.empty()) out.raw = res.body;
+  out.events = events_of(out.raw);
   return out;
 }
 
@@ -548,6 +554,106 @@ std::vector<std::string> checked_types(const ResponsesStream& st) {
     types.push_back(e.name);
   }
   return types;
+}
+
+// ---- the writer on its own: what the fake model cannot make happen ----
+
+std::shared_ptr<server::ResponsesMeta> meta_of(const json& body) {
+  ResponsesRequest r = parse(body);
+  auto meta = std::make_shared<server::ResponsesMeta>();
+  meta->id = "resp_test";
+  meta->created_at = 1;
+  meta->model = "fake";
+  meta->echo = r.echo;
+  meta->namespaced = r.namespaced;
+  meta->store = r.store;
+  meta->conversation = r.conversation;
+  return meta;
+}
+
+ResponsesStream written(const std::string& raw) { return {200, events_of(raw), raw}; }
+
+TEST(ResponsesEvents, AnEngineErrorFailsTheResponse) {
+  server::ResponseWriter w(meta_of({{"input", "x"}}), true);
+  std::string raw = w.open();
+  raw += w.add("Hel", {});
+  raw += w.add("lo", {});
+  server::GenerationOutcome o;
+  o.reason = FinishReason::Error;
+  o.error = "the engine stopped";
+  raw += w.finish(o, server::Usage{10, 2, 0});
+  const ResponsesStream st = written(raw);
+  const std::vector<std::string> want = {"response.created",          "response.in_progress",
+                                         "response.output_item.added", "response.content_part.added",
+                                         "response.output_text.delta", "response.output_text.delta",
+                                         "response.output_text.done",  "response.content_part.done",
+                                         "response.output_item.done",  "response.failed"};
+  EXPECT_EQ(checked_types(st), want) << raw;
+  const json& r = st.events.back().data["response"];
+  EXPECT_EQ(r["status"], "failed");
+  EXPECT_EQ(r["error"]["code"], "server_error");
+  EXPECT_EQ(r["error"]["message"], "the engine stopped");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "Hello");
+  EXPECT_EQ(r["output"][0]["status"], "incomplete");
+  EXPECT_TRUE(w.finished());
+  // A failed response is not kept: there is nothing to continue.
+  ResponsesStore store(4, 1 << 20);
+  server::store_response(store, *meta_of({{"input", "x"}}), w);
+  EXPECT_EQ(store.count(), 0u);
+}
+
+TEST(ResponsesEvents, TextAfterACallIsAMessageOfItsOwnAndNamespacesComeBack) {
+  const json tools = json::array({{{"type", "namespace"}, {"name", "fs"}, {"description", ""},
+                                   {"tools", json::array({function_tool("read")})}},
+                                  function_tool("fs__read")});
+  auto meta = meta_of({{"input", "x"}, {"tools", tools}});
+  ASSERT_EQ(meta->namespaced.count("read"), 1u);
+  server::ResponseWriter w(meta, true);
+  std::string raw = w.open();
+  raw += w.add("Reading.", {{"call_1", "read", "{\"path\": \"a\"}"}});
+  raw += w.add("", {{"call_2", "fs__read", "{}"}});
+  raw += w.add("Done.", {});
+  server::GenerationOutcome o;
+  o.reason = FinishReason::Stop;
+  o.called_tools = true;
+  raw += w.finish(o, server::Usage{10, 5, 4});
+  const ResponsesStream st = written(raw);
+  checked_types(st);
+  const json& r = st.events.back().data["response"];
+  EXPECT_EQ(st.events.back().name, "response.completed");
+  ASSERT_EQ(r["output"].size(), 4u) << raw;
+  EXPECT_EQ(r["output"][0]["type"], "message");
+  EXPECT_EQ(r["output"][1]["name"], "read");
+  EXPECT_EQ(r["output"][1]["namespace"], "fs");
+  EXPECT_EQ(r["output"][1]["call_id"], "call_1");
+  EXPECT_EQ(r["output"][2]["name"], "fs__read");  // a top-level tool: no namespace
+  EXPECT_FALSE(r["output"][2].contains("namespace"));
+  EXPECT_EQ(r["output"][3]["content"][0]["text"], "Done.");
+  EXPECT_EQ(r["usage"]["input_tokens_details"]["cached_tokens"], 4);
+  // Every output_index the events name is the item's place in the final output.
+  for (const Event& e : st.events)
+    if (e.data.contains("item")) {
+      EXPECT_EQ(e.data["item"]["id"], r["output"][e.data["output_index"].get<size_t>()]["id"]);
+    }
+  // The stored conversation: the input, then one assistant turn with the calls as the model named them.
+  const StoredResponse kept = w.stored();
+  ASSERT_EQ(kept.conversation.size(), 2u);
+  EXPECT_EQ(kept.conversation[1].content, "Reading.Done.");
+  ASSERT_EQ(kept.conversation[1].tool_calls.size(), 2u);
+  EXPECT_EQ(kept.conversation[1].tool_calls[0].name, "read");
+  EXPECT_EQ(kept.conversation[1].tool_calls[1].id, "call_2");
+}
+
+TEST(ResponsesEvents, NothingWrittenIsOneEmptyMessage) {
+  server::ResponseWriter w(meta_of({{"input", "x"}}), false);
+  EXPECT_EQ(w.open(), "");  // not streaming: no event text
+  server::GenerationOutcome o;
+  o.reason = FinishReason::Stop;
+  EXPECT_EQ(w.finish(o, server::Usage{3, 1, 0}), "");
+  const json r = json::parse(w.response().dump());
+  ASSERT_EQ(r["output"].size(), 1u);
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "");
+  EXPECT_EQ(r["status"], "completed");
 }
 
 TEST(ResponsesServer, StreamedTextFollowsTheDocumentedSequence) {

@@ -1,5 +1,6 @@
 #include "server/responses/responses_request.h"
 
+#include <iterator>
 #include <set>
 #include <unordered_map>
 
@@ -413,7 +414,10 @@ ResponsesRequest parse_responses_request(const std::string& text, ResponsesStore
   }
   parse_input(body, r);
   if (instructions && !instructions->empty()) g.messages.push_back({"system", *instructions});
-  g.messages.insert(g.messages.end(), r.conversation.begin(), r.conversation.end());
+  // The store keeps the conversation apart from the instructions; a response not kept needs no copy.
+  if (r.store) g.messages.insert(g.messages.end(), r.conversation.begin(), r.conversation.end());
+  else g.messages.insert(g.messages.end(), std::make_move_iterator(r.conversation.begin()),
+                         std::make_move_iterator(r.conversation.end()));
   if (g.messages.empty()) throw invalid_request("'input' holds no messages", "input");
   return r;
 }

@@ -47,7 +47,8 @@ struct NamespacedTool {
 
 struct ResponsesRequest {
   GenerationRequest g;
-  // g.messages without the instructions turn: the conversation a stored response keeps.
+  // g.messages without the instructions turn: the conversation a stored response keeps (moved
+  // into g.messages, so empty, when store is false).
   std::vector<ChatTurn> conversation;
   bool store = true;
   std::string previous_response_id;
