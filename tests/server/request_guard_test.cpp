@@ -8,7 +8,7 @@ namespace ds::server {
 namespace {
 
 RequestFacts post(std::string host, std::string origin = {}, std::string ct = "application/json") {
-  return {"POST", "/v1/chat/completions", std::move(host), std::move(origin), std::move(ct), {}, {}, {}};
+  return {"POST", "/v1/chat/completions", std::move(host), std::move(origin), std::move(ct), {}, {}};
 }
 
 int status(const GuardSettings& g, const RequestFacts& r) {
@@ -56,7 +56,7 @@ TEST(RequestGuard, PostNeedsJsonContentType) {
   EXPECT_EQ(status(g, post("127.0.0.1", "", "text/plain")), 415);
   EXPECT_EQ(status(g, post("127.0.0.1", "", "application/x-www-form-urlencoded")), 415);
   EXPECT_EQ(status(g, post("127.0.0.1", "", "")), 415);
-  RequestFacts get{"GET", "/v1/models", "127.0.0.1", {}, {}, {}, {}, {}};
+  RequestFacts get{"GET", "/v1/models", "127.0.0.1", {}, {}, {}, {}};
   EXPECT_EQ(status(g, get), 200);
 }
 
@@ -70,7 +70,7 @@ TEST(RequestGuard, ApiKeyComparedWhole) {
     r.authorization = wrong;
     EXPECT_EQ(status(g, r), 401) << wrong;
   }
-  RequestFacts health{"GET", "/health", "127.0.0.1", {}, {}, {}, {}, {}};
+  RequestFacts health{"GET", "/health", "127.0.0.1", {}, {}, {}, {}};
   EXPECT_EQ(status(g, health), 200);  // probes need no key
   EXPECT_TRUE(constant_time_equal("abc", "abc"));
   EXPECT_FALSE(constant_time_equal("abc", "abd"));
@@ -106,7 +106,7 @@ TEST(RequestGuard, LoopbackHostsAreLiteralsOrLocalhostOnly) {
 }
 
 RequestFacts preflight(std::string origin, std::string path = "/v1/chat/completions") {
-  RequestFacts r{"OPTIONS", std::move(path), "127.0.0.1:8000", std::move(origin), {}, {}, "POST", {}};
+  RequestFacts r{"OPTIONS", std::move(path), "127.0.0.1:8000", std::move(origin), {}, {}, "POST"};
   return r;
 }
 
