@@ -67,53 +67,78 @@ ojson responses_usage_json(const Usage& u) {
 }
 
 ResponseWriter::ResponseWriter(std::shared_ptr<const ResponsesMeta> meta, bool streaming)
-    : meta_(std::move(meta)), streaming_(streaming) {
-  response_ = response_object("in_progress");
+    : meta_(std::move(meta)), streaming_(streaming) {}
+
+// `{"type", "sequence_number", ...fields}`: the fields' JSON spliced in after the two, so a large
+// field (a response object) is written once, not copied into the event first.
+std::string ResponseWriter::event_text(const char* type, int n, const std::string& fields_json) {
+  std::string out = std::string("event: ") + type + "\ndata: {\"type\":\"" + type + "\",\"sequence_number\":" +
+                    std::to_string(n);
+  if (fields_json.size() > 2) {
+    out += ',';
+    out.append(fields_json, 1, std::string::npos);
+  } else {
+    out += '}';
+  }
+  out += "\n\n";
+  return out;
 }
 
-std::string ResponseWriter::event(const char* type, ojson fields) {
+template <class Fields>
+std::string ResponseWriter::event(const char* type, Fields make) {
+  const int n = sequence_++;
+  if (!streaming_) return {};  // a whole response: only the numbering goes on
+  return event_text(type, n, dump(make()));
+}
+
+std::string ResponseWriter::response_event(const char* type) {
   const int n = sequence_++;
   if (!streaming_) return {};
-  ojson e = {{"type", type}, {"sequence_number", n}};
-  for (auto& [k, v] : fields.items()) e[k] = std::move(v);
-  return std::string("event: ") + type + "\ndata: " + dump(e) + "\n\n";
+  return event_text(type, n, "{\"response\":" + dump(response_) + "}");
 }
 
 ojson ResponseWriter::response_object(const char* status) const {
   const ResponsesMeta& m = *meta_;
+  // Appended in order with no search for an earlier key (they are all new): an ordered object's
+  // insert scans every key before it, and the initializer-list form builds each pair as an array
+  // first; this object is built once or twice a request.
+  ojson r = ojson::object();
+  auto& members = static_cast<std::vector<std::pair<const std::string, ojson>>&>(r.get_ref<ojson::object_t&>());
+  members.reserve(29);
+  auto put = [&](const char* key, ojson v) { members.emplace_back(key, std::move(v)); };
   auto echo = [&](const char* key, ojson fallback = nullptr) {
     auto it = m.echo.find(key);
-    return it == m.echo.end() ? fallback : *it;
+    put(key, it == m.echo.end() ? std::move(fallback) : *it);
   };
-  ojson r = {{"id", m.id},
-             {"object", "response"},
-             {"created_at", m.created_at},
-             {"status", status},
-             {"background", false},
-             {"error", nullptr},
-             {"incomplete_details", nullptr},
-             {"instructions", echo("instructions")},
-             {"max_output_tokens", echo("max_output_tokens")},
-             {"max_tool_calls", nullptr},
-             {"model", m.model},
-             {"output", output_},
-             {"parallel_tool_calls", echo("parallel_tool_calls", true)},
-             {"previous_response_id", echo("previous_response_id")},
-             {"prompt_cache_key", echo("prompt_cache_key")},
-             {"reasoning", echo("reasoning")},
-             {"safety_identifier", nullptr},
-             {"service_tier", "default"},
-             {"store", echo("store", true)},
-             {"temperature", echo("temperature", 1.0)},
-             {"text", echo("text")},
-             {"tool_choice", echo("tool_choice", "auto")},
-             {"tools", echo("tools", ojson::array())},
-             {"top_logprobs", 0},
-             {"top_p", echo("top_p", 1.0)},
-             {"truncation", echo("truncation", "disabled")},
-             {"usage", nullptr},
-             {"user", echo("user")},
-             {"metadata", echo("metadata", ojson::object())}};
+  put("id", m.id);
+  put("object", "response");
+  put("created_at", m.created_at);
+  put("status", status);
+  put("background", false);
+  put("error", nullptr);
+  put("incomplete_details", nullptr);
+  echo("instructions");
+  echo("max_output_tokens");
+  put("max_tool_calls", nullptr);
+  put("model", m.model);
+  put("output", output_);
+  echo("parallel_tool_calls", true);
+  echo("previous_response_id");
+  echo("prompt_cache_key");
+  echo("reasoning");
+  put("safety_identifier", nullptr);
+  put("service_tier", "default");
+  echo("store", true);
+  echo("temperature", 1.0);
+  echo("text");
+  echo("tool_choice", "auto");
+  echo("tools", ojson::array());
+  put("top_logprobs", 0);
+  echo("top_p", 1.0);
+  echo("truncation", "disabled");
+  put("usage", nullptr);
+  echo("user");
+  echo("metadata", ojson::object());
   return r;
 }
 
@@ -124,8 +149,13 @@ ojson ResponseWriter::message_item(const char* status) const {
 }
 
 std::string ResponseWriter::open() {
-  std::string out = event("response.created", {{"response", response_}});
-  out += event("response.in_progress", {{"response", response_}});
+  if (!streaming_) {
+    sequence_ += 2;
+    return {};
+  }
+  response_ = response_object("in_progress");
+  std::string out = response_event("response.created");
+  out += response_event("response.in_progress");
   return out;
 }
 
@@ -134,11 +164,10 @@ std::string ResponseWriter::open_message() {
   message_id_ = "msg_" + random_part();
   message_text_.clear();
   output_.push_back(message_item("in_progress"));
-  std::string out = event("response.output_item.added", {{"output_index", message_}, {"item", output_.back()}});
-  out += event("response.content_part.added", {{"item_id", message_id_},
-                                               {"output_index", message_},
-                                               {"content_index", 0},
-                                               {"part", output_text_part("")}});
+  std::string out = event("response.output_item.added", [&] { return ojson{{"output_index", message_}, {"item", output_.back()}}; });
+  out += event("response.content_part.added", [&] {
+    return ojson{{"item_id", message_id_}, {"output_index", message_}, {"content_index", 0}, {"part", output_text_part("")}};
+  });
   return out;
 }
 
@@ -147,16 +176,20 @@ std::string ResponseWriter::close_message(const char* status) {
   const int index = message_;
   message_ = -1;
   output_[size_t(index)] = message_item(status);
-  std::string out = event("response.output_text.done", {{"item_id", message_id_},
-                                                        {"output_index", index},
-                                                        {"content_index", 0},
-                                                        {"text", message_text_},
-                                                        {"logprobs", ojson::array()}});
-  out += event("response.content_part.done", {{"item_id", message_id_},
-                                              {"output_index", index},
-                                              {"content_index", 0},
-                                              {"part", output_text_part(message_text_)}});
-  out += event("response.output_item.done", {{"output_index", index}, {"item", output_[size_t(index)]}});
+  std::string out = event("response.output_text.done", [&] {
+    return ojson{{"item_id", message_id_},
+                 {"output_index", index},
+                 {"content_index", 0},
+                 {"text", message_text_},
+                 {"logprobs", ojson::array()}};
+  });
+  out += event("response.content_part.done", [&] {
+    return ojson{{"item_id", message_id_},
+                 {"output_index", index},
+                 {"content_index", 0},
+                 {"part", output_text_part(message_text_)}};
+  });
+  out += event("response.output_item.done", [&] { return ojson{{"output_index", index}, {"item", output_[size_t(index)]}}; });
   return out;
 }
 
@@ -166,11 +199,13 @@ std::string ResponseWriter::add(const std::string& content, const std::vector<To
     if (message_ < 0) out += open_message();
     message_text_ += content;
     text_ += content;
-    out += event("response.output_text.delta", {{"item_id", message_id_},
-                                                {"output_index", message_},
-                                                {"content_index", 0},
-                                                {"delta", content},
-                                                {"logprobs", ojson::array()}});
+    out += event("response.output_text.delta", [&] {
+      return ojson{{"item_id", message_id_},
+                   {"output_index", message_},
+                   {"content_index", 0},
+                   {"delta", content},
+                   {"logprobs", ojson::array()}};
+    });
   }
   for (const ToolCall& c : calls) {
     out += close_message("completed");
@@ -183,15 +218,16 @@ std::string ResponseWriter::add(const std::string& content, const std::vector<To
       item["name"] = it->second.name;
       item["namespace"] = it->second.space;
     }
-    out += event("response.output_item.added", {{"output_index", index}, {"item", item}});
+    out += event("response.output_item.added", [&] { return ojson{{"output_index", index}, {"item", item}}; });
     out += event("response.function_call_arguments.delta",
-                 {{"item_id", id}, {"output_index", index}, {"delta", c.arguments}});
-    out += event("response.function_call_arguments.done",
-                 {{"item_id", id}, {"output_index", index}, {"name", item["name"]}, {"arguments", c.arguments}});
+                 [&] { return ojson{{"item_id", id}, {"output_index", index}, {"delta", c.arguments}}; });
+    out += event("response.function_call_arguments.done", [&] {
+      return ojson{{"item_id", id}, {"output_index", index}, {"name", item["name"]}, {"arguments", c.arguments}};
+    });
     item["status"] = "completed";
     item["arguments"] = c.arguments;
-    output_.push_back(item);
-    out += event("response.output_item.done", {{"output_index", index}, {"item", std::move(item)}});
+    output_.push_back(std::move(item));
+    out += event("response.output_item.done", [&] { return ojson{{"output_index", index}, {"item", output_.back()}}; });
   }
   return out;
 }
@@ -208,7 +244,7 @@ std::string ResponseWriter::finish(const GenerationOutcome& o, const Usage& u) {
   if (cut) response_["incomplete_details"] = {{"reason", "max_output_tokens"}};
   response_["usage"] = responses_usage_json(u);
   finished_ = true;
-  out += event(cut ? "response.incomplete" : "response.completed", {{"response", response_}});
+  out += response_event(cut ? "response.incomplete" : "response.completed");
   return out;
 }
 
@@ -217,7 +253,7 @@ std::string ResponseWriter::failed(const std::string& message) {
   response_ = response_object("failed");
   response_["error"] = {{"code", "server_error"}, {"message", message}};
   finished_ = true;
-  out += event("response.failed", {{"response", response_}});
+  out += response_event("response.failed");
   return out;
 }
 

@@ -66,13 +66,18 @@ class ResponseWriter {
   std::string finish(const GenerationOutcome& o, const Usage& u);
   std::string failed(const std::string& message);
 
+  // The response object: in progress after open() (streaming), whole after finish().
   const nlohmann::ordered_json& response() const { return response_; }
   bool finished() const { return finished_; }
   // What the store keeps of a finished response.
   StoredResponse stored() const;
 
  private:
-  std::string event(const char* type, nlohmann::ordered_json fields);
+  static std::string event_text(const char* type, int n, const std::string& fields_json);
+  // One numbered event; `make` builds its fields, called only when streaming.
+  template <class Fields>
+  std::string event(const char* type, Fields make);
+  std::string response_event(const char* type);  // {"response": the response as it is now}
   std::string open_message();
   std::string close_message(const char* status);
   nlohmann::ordered_json response_object(const char* status) const;
