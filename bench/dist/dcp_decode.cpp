@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "dist/ranked_model.h"
 #include "dist/ranks.h"
 #include "model/model.h"
@@ -19,6 +20,7 @@
 using namespace ds;
 
 int main(int argc, char** argv) {
+  log_to_stderr();  // the result line goes to stdout, the ranks' log lines not with it
   dist::Ranks ranks;
   if (ranks.rank() != 0) return ranks.serve_as_worker();
   if (argc < 2) {

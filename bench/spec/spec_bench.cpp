@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
 
@@ -382,6 +383,7 @@ int main_impl(int argc, char** argv) {
 }  // namespace ds
 
 int main(int argc, char** argv) {
+  ds::log_to_stderr();  // the tables go to stdout, the engine's log lines not among them
   try {
     return ds::main_impl(argc, argv);
   } catch (const std::exception& e) {

@@ -40,6 +40,9 @@ struct ServeArgs {
   double grace_s = 30;
   double max_body_mb = 32;
   double grammar_cache_mb = 128;
+  std::string request_log;
+  size_t responses_store_count = 256;
+  double responses_store_mb = 64;
   server::ServerOptions http;  // the transport's limits, parsed in place
   dist::RankOptions ranks;
 };
@@ -154,6 +157,11 @@ int run_serve(const ServeArgs& a) {
   o.grammar_limits = a.http.grammar_limits;
   DS_CHECK(a.grammar_cache_mb > 0, "invalid settings: --grammar-cache-mb must be > 0, got " + std::to_string(a.grammar_cache_mb));
   o.grammar_cache_bytes = size_t(a.grammar_cache_mb * 1024 * 1024);
+  o.request_log_path = a.request_log;
+  DS_CHECK(a.responses_store_mb >= 0,
+           "invalid settings: --responses-store-mb must be >= 0, got " + std::to_string(a.responses_store_mb));
+  o.responses_store_count = a.responses_store_count;
+  o.responses_store_bytes = size_t(a.responses_store_mb * 1024 * 1024);
   server::HttpServer http(engine, std::move(tokenizer), o);
   const int port = http.bind();
   spdlog::info("serving {} on http://{}:{}", o.served_model_names.front(), a.host, port);
@@ -191,7 +199,8 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--max-num-batched-tokens", a->engine.max_num_batched_tokens, "Tokens in one forward step")
       ->capture_default_str();
   cmd->add_option("--max-model-len", a->engine.max_model_len,
-                  "Prompt plus generated tokens per sequence (default: the model's limit, or 8192)");
+                  "Prompt plus generated tokens per sequence (default: the model's max_position_embeddings, or 8192; "
+                  "above it only for attention without positional encoding, with a warning)");
   cmd->add_option("--kv-pool-gb", a->engine.kv_pool_gb,
                   "KV block pool size in GiB (0: enough for max-num-seqs full-length sequences, with prefix caching at least 1; at most 4)")
       ->capture_default_str();
@@ -283,6 +292,16 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.01, 600.0))
       ->capture_default_str();
   cmd->add_option("--grammar-cache-mb", a->grammar_cache_mb, "Memory the compiled grammars are kept in, MiB")
+      ->capture_default_str();
+  cmd->add_option("--request-log", a->request_log,
+                  "Append one JSON line per finished generation request to this file (API, session, prompt and cached "
+                  "tokens, output tokens, time to first token, total time; never the text)");
+  // /v1/responses keeps past responses for previous_response_id and GET (docs/apis.md).
+  cmd->add_option("--responses-store-count", a->responses_store_count,
+                  "Past /v1/responses responses kept in memory for previous_response_id and GET (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--responses-store-mb", a->responses_store_mb,
+                  "Memory the kept /v1/responses responses may use, MiB (the least recently used go first)")
       ->capture_default_str();
   cmd->callback([a, &exit_code] { exit_code = run_serve(*a); });
 });

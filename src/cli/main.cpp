@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace ds::cli {
 std::vector<Command>& commands() {
@@ -14,6 +15,8 @@ std::vector<Command>& commands() {
 }  // namespace ds::cli
 
 int main(int argc, char** argv) {
+  // stdout carries only what a command prints; every log line, of every subcommand, goes to stderr.
+  ds::log_to_stderr();
   CLI::App app{"DeltaServe: an inference server for hybrid linear-attention models"};
   app.require_subcommand(1);
   int exit_code = 0;

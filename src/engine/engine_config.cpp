@@ -1,5 +1,7 @@
 #include "engine/engine_config.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +23,24 @@ std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", bytes / double(1ull << 30));
   return buf;
+}
+
+// --max-model-len against one model's max_position_embeddings (`whose`: "the model's" or "the
+// draft model's"). Past it, a model with rotary positions meets angles it never saw in training,
+// so its attention is undefined there: refused. Attention without positions (KDA, NoPE MLA)
+// computes the same function at any length, so only quality is at stake: a warning.
+void check_positions(int max_model_len, const ModelConfig& mc, const std::string& whose) {
+  const int limit = mc.max_position_embeddings;
+  if (limit <= 0 || max_model_len <= limit) return;
+  const std::string len = std::to_string(max_model_len), lim = std::to_string(limit);
+  if (mc.has_positional_encoding())
+    throw Error("invalid settings: --max-model-len " + len + " exceeds " + whose + " max_position_embeddings " + lim +
+                ": its attention uses rotary positions (RoPE), which hold only up to " + lim +
+                " positions; allowed range [2, " + lim + "]");
+  spdlog::warn("--max-model-len {} is above {} max_position_embeddings {}: its attention has no positional encoding "
+               "(KDA and NoPE MLA), so it runs at any length, but quality past the context its config names is "
+               "untested and may degrade",
+               len, whose, lim);
 }
 }  // namespace
 
@@ -44,13 +64,12 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
     fail("--max-waiting must be at least 1, got " + std::to_string(c->max_waiting));
   if (c->max_model_len == 0)
     c->max_model_len = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : 8192;
-  if (c->max_model_len < 2)
-    fail("--max-model-len must be at least 2 (one prompt token and one new token), got " +
-         std::to_string(c->max_model_len));
-  if (mc.max_position_embeddings > 0 && c->max_model_len > mc.max_position_embeddings)
-    fail("--max-model-len " + std::to_string(c->max_model_len) +
-         " exceeds the model's max_position_embeddings " +
-         std::to_string(mc.max_position_embeddings));
+  // The upper bound keeps block counts and positions far from int overflow; it is the longest
+  // max_position_embeddings a config may give.
+  if (c->max_model_len < 2 || c->max_model_len > kMaxConfigPositions)
+    fail("--max-model-len must be in [2, " + std::to_string(kMaxConfigPositions) +
+         "] (at least one prompt token and one new token), got " + std::to_string(c->max_model_len));
+  check_positions(c->max_model_len, mc, "the model's");
   if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
   resolve_spec_options(&c->spec);
   const bool parallel = c->spec.has_draft_model() && c->spec.parallel_drafter;  // set by the engine (engine_loop.cpp)
@@ -60,10 +79,7 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
          std::string(kDSparkModelType) + ")");
   if (draft) {
     check_draft_matches(model, *draft);
-    const int dmax = draft->config().max_position_embeddings;
-    if (dmax > 0 && c->max_model_len > dmax)
-      fail("--max-model-len " + std::to_string(c->max_model_len) + " exceeds the draft model's max_position_embeddings " +
-           std::to_string(dmax));
+    check_positions(c->max_model_len, draft->config(), "the draft model's");
   }
   // The draft's KV rows live in the same block ids as the target's.
   auto kv_bytes = [&](int bs) { return model.kv_bytes_per_block(bs) + (draft ? draft->kv_bytes_per_block(bs) : 0); };

@@ -197,6 +197,12 @@ int ModelConfig::num_layers_of(MixerKind k) const {
   return n;
 }
 
+bool ModelConfig::has_positional_encoding() const {
+  for (MixerKind m : mixer)
+    if (m == MixerKind::Gqa || (m == MixerKind::Mla && !mla.use_nope)) return true;
+  return false;
+}
+
 ModelConfig parse_model_config(const std::string& text, const std::string& where) {
   const json j = parse_json(text, where);
   DS_CHECK(j.is_object(), where + ": config must be a JSON object");

@@ -68,7 +68,9 @@ struct ModelConfig {
   int intermediate_size = 0;  // dense FFN width
   float rms_norm_eps = 1e-6f;
   bool tie_word_embeddings = false;
-  int max_position_embeddings = 0;  // 0 = unbounded (KDA + NoPE MLA have no positional limit)
+  // 0 = unbounded. A model with positional encoding (has_positional_encoding) cannot serve past
+  // it; for one without, it is only the default context (engine_config.cpp warns above it).
+  int max_position_embeddings = 0;
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
 
@@ -82,6 +84,11 @@ struct ModelConfig {
   int moe_layer_freq = 1;
 
   int num_layers_of(MixerKind k) const;
+  // Whether any attention layer encodes absolute positions (GQA's RoPE; MLA only without
+  // mla_use_nope, which config parsing refuses today). Such a model saw no position past
+  // max_position_embeddings in training, so serving beyond it is refused; KDA and NoPE MLA carry
+  // no position at all, so for them max_position_embeddings bounds nothing the weights depend on.
+  bool has_positional_encoding() const;
 };
 
 // Parses config.json text; `where` names the file in errors. Throws ds::Error naming the key,

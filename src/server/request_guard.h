@@ -34,7 +34,7 @@ struct RequestFacts {
   std::string method, path;
   std::string host, origin, content_type, authorization;
   std::string cors_request_method;  // Access-Control-Request-Method: set on a CORS preflight
-  std::string api_key;  // the x-api-key header (Anthropic's clients)
+  std::string api_key = {};  // the x-api-key header (Anthropic's clients)
 };
 
 // The error to answer with, or nothing when the request may go on (a preflight from a listed

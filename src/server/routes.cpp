@@ -16,6 +16,7 @@
 #include "server/metrics_text.h"
 #include "server/openai_request.h"
 #include "server/request_guard.h"
+#include "server/responses/responses_route.h"
 
 namespace ds::server {
 
@@ -219,6 +220,11 @@ void route(ServerContext& ctx, int64_t started, const HttpRequest& req, HttpResp
   if (m == "POST" && p == "/v1/completions") return handle_generation(ctx, req, res, false);
   if (m == "POST" && p == "/v1/messages") return handle_messages(ctx, req, res);
   if (m == "POST" && p == "/v1/messages/count_tokens") return handle_count_tokens(ctx, req, res);
+  if (m == "POST" && p == "/v1/responses") return handle_responses(ctx, req, res);
+  if (p.rfind("/v1/responses/", 0) == 0 && p.size() > 14 && p.find('/', 14) == std::string::npos) {
+    if (m == "GET") return handle_get_response(ctx, p.substr(14), res);
+    if (m == "DELETE") return handle_delete_response(ctx, p.substr(14), res);
+  }
   if (m == "POST" && p == "/tokenize") return handle_tokenize(ctx, req, res);
   if (m == "POST" && p == "/detokenize") return handle_detokenize(ctx, req, res);
   if (m == "GET" && p == "/v1/models") {

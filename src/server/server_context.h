@@ -10,6 +10,7 @@
 #include "server/output_constraint.h"
 #include "server/request_guard.h"
 #include "server/request_log.h"
+#include "server/responses/responses_store.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,6 +69,8 @@ struct ServerContext {
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};  // generation requests whose response is not fully written
   RequestLog request_log;
+  // /v1/responses' past responses (server/responses/), bounded by opts.
+  ResponsesStore responses{opts.responses_store_count, opts.responses_store_bytes};
 
   bool serves(const std::string& name) const;
 };

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -254,10 +258,88 @@ TEST(EngineConfig, RefusesInconsistentSettingsWithOneLine) {
   refuse(c, "--kv-pool-gb must be a positive number (or 0 for auto), got -1");
   c = small_config();
   c.max_model_len = 1;
-  refuse(c, "--max-model-len must be at least 2");
+  refuse(c, "--max-model-len must be in [2, 16777216]");
   c = small_config();
   c.profile_steps = -1;
   refuse(c, "--profile-steps -1 is negative");
+}
+
+// The log lines resolve_engine_config writes, caught from spdlog's default logger.
+struct CapturedLog {
+  std::ostringstream text;
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  CapturedLog() {
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::ostream_sink_mt>(text)));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous); }
+};
+
+// Above max_position_embeddings, a model without positional encoding (KDA and NoPE MLA: the
+// bundled models) serves with a warning; one with rotary positions is refused, with the reason
+// and the allowed range. The same holds for a draft model.
+TEST(EngineConfig, MaxModelLenPastPositionsWarnsWithoutPositionsAndRefusesRotary) {
+  FakeModel nope;
+  nope.mutable_config().mixer = {MixerKind::Kda, MixerKind::Mla};
+  nope.mutable_config().max_position_embeddings = 4096;
+  ASSERT_FALSE(nope.config().has_positional_encoding());
+  EngineConfig c = small_config();
+  c.num_kv_blocks = 0;
+  c.kv_pool_gb = 0;
+  c.max_model_len = 8192;
+  {
+    CapturedLog log;
+    resolve_engine_config(&c, nope);
+    const std::string w = log.text.str();
+    EXPECT_NE(w.find("[warning] --max-model-len 8192 is above the model's max_position_embeddings 4096: its attention "
+                     "has no positional encoding"),
+              std::string::npos)
+        << w;
+    EXPECT_NE(w.find("untested"), std::string::npos) << w;
+  }
+  EXPECT_EQ(c.max_model_len, 8192);
+  EXPECT_GE(int64_t(c.num_kv_blocks) * c.block_size, 8192);
+  // At or under the limit: no warning; left at 0, the limit is the default.
+  for (int len : {4096, 0}) {
+    c = small_config();
+    c.max_model_len = len;
+    CapturedLog log;
+    resolve_engine_config(&c, nope);
+    EXPECT_EQ(log.text.str(), "") << len;
+    EXPECT_EQ(c.max_model_len, 4096);
+  }
+
+  FakeModel rope;
+  rope.mutable_config().mixer = {MixerKind::Gqa};
+  rope.mutable_config().max_position_embeddings = 4096;
+  ASSERT_TRUE(rope.config().has_positional_encoding());
+  c = small_config();
+  c.num_kv_blocks = 0;
+  c.max_model_len = 4097;
+  try {
+    resolve_engine_config(&c, rope);
+    ADD_FAILURE() << "a rotary model was allowed past max_position_embeddings";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "invalid settings: --max-model-len 4097 exceeds the model's max_position_embeddings 4096: its "
+                 "attention uses rotary positions (RoPE), which hold only up to 4096 positions; allowed range [2, 4096]");
+  }
+  c = small_config();
+  c.max_model_len = 4096;
+  EXPECT_NO_THROW(resolve_engine_config(&c, rope));
+
+  // A rotary draft under a NoPE target is refused the same way.
+  c = small_config();
+  c.num_kv_blocks = 0;
+  c.max_model_len = 8192;
+  try {
+    CapturedLog log;
+    resolve_engine_config(&c, nope, &rope);
+    ADD_FAILURE() << "a rotary draft was allowed past its max_position_embeddings";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the draft model's max_position_embeddings 4096"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -97,6 +97,8 @@ class FakeModel : public Model {
   }
 
   const ModelConfig& config() const override { return cfg_; }
+  // For tests of what the engine derives from a config (layer kinds, positional limits).
+  ModelConfig& mutable_config() { return cfg_; }
   size_t kv_bytes_per_block(int block_size) const override { return size_t(block_size) * 16; }
   // The fake's blocks hold hashes whatever the dtype; it only remembers what it was given.
   void set_kv_dtype(KvDtype t) override { kv_dtype_ = t; }

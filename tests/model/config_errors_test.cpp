@@ -142,5 +142,17 @@ TEST(ModelLoad, MissingTensorIsNamed) {
   }
 }
 
+// Which configs carry positions decides whether --max-model-len may pass max_position_embeddings
+// (engine_config.cpp): KDA + NoPE MLA (the bundled models, the tiny hybrid) carry none; Llama's
+// GQA has RoPE. The bundled models' default context serves coding agents' long prompts.
+TEST(ModelConfig, PositionalEncodingFollowsTheAttentionLayers) {
+  const std::string root = DS_SOURCE_DIR;
+  for (const char* m : {"/models/deltacoder", "/models/deltacoder-draft", "/tests/data/models/tiny-hybrid-f32"})
+    EXPECT_FALSE(load_model_config(root + m).has_positional_encoding()) << m;
+  EXPECT_TRUE(load_model_config(root + "/tests/data/models/tiny-llama-f32").has_positional_encoding());
+  for (const char* m : {"/models/deltacoder", "/models/deltacoder-draft"})
+    EXPECT_GE(load_model_config(root + m).max_position_embeddings, 131072) << m;
+}
+
 }  // namespace
 }  // namespace ds

@@ -218,18 +218,18 @@ TEST(ToolsServer, ParametersThatAdmitANonObjectAreRefusedForEveryToolChoice) {
       ASSERT_EQ(r.status, 200) << what << " -> " << r.raw;
       if (choice == "auto" || choice == "none") continue;
       const json& msg = r.body["choices"][0]["message"];
-      ASSERT_TRUE(msg.contains("tool_calls") && !msg["tool_calls"].empty()) << what << " -> " << r.raw;
-      // The fake model may write a long map: cut by max_tokens, the last call's arguments are
-      // the start of an object; a call that ended has an object.
+      // The fake model may write a long map: cut by max_tokens, a call whose arguments never
+      // closed is dropped (only whole calls are returned), so a cut reply may hold none. Every
+      // call returned has an object for its arguments.
       const bool cut = r.body["choices"][0]["finish_reason"] == "length";
+      if (!cut) {
+        ASSERT_TRUE(msg.contains("tool_calls") && !msg["tool_calls"].empty()) << what << " -> " << r.raw;
+      }
+      if (!msg.contains("tool_calls")) continue;
       for (size_t i = 0; i < msg["tool_calls"].size(); ++i) {
         const json& call = msg["tool_calls"][i];
         EXPECT_EQ(call["function"]["name"], "nums") << r.raw;
         const std::string text = call["function"]["arguments"];
-        if (cut && i + 1 == msg["tool_calls"].size()) {
-          EXPECT_EQ(text.substr(0, 1), "{") << what << " -> " << r.raw;
-          continue;
-        }
         EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << what << " -> " << r.raw;
       }
     }

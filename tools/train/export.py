@@ -36,6 +36,9 @@ torch.set_flush_denormal(True)
 PROMPTS = ["def fibonacci(n):", "import os\nimport sys\n\n\ndef main():",
            "class Stack:\n    def __init__(self):", "    for i in range(len(items)):"]
 
+# The context a default `deltaserve serve` takes (config.json max_position_embeddings).
+SERVED_CONTEXT = 131072
+
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + "
                  "message['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
@@ -120,11 +123,19 @@ def write_model(m, out_dir, tokenizer, eos_ids, bos_id):
             if os.path.exists(os.path.join(out_dir, f)):
                 os.remove(os.path.join(out_dir, f))
     m.save_pretrained(out_dir, dtype=torch.bfloat16)
+    # The served default context (131072 tokens: coding agents' prompts and the recorded traces),
+    # whatever an older checkpoint's config says; the models have no positions to outgrow.
+    cfg_path = os.path.join(out_dir, "config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    cfg["max_position_embeddings"] = SERVED_CONTEXT
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f, indent=2)
     shutil.copyfile(tokenizer, os.path.join(out_dir, "tokenizer.json"))
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>",
                    "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
-                   "unk_token": None, "model_max_length": 4096,
+                   "unk_token": None, "model_max_length": SERVED_CONTEXT,
                    "chat_template": CHAT_TEMPLATE}, f, indent=2)
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": bos_id, "eos_token_id": eos_ids, "pad_token_id": bos_id,

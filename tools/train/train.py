@@ -30,20 +30,22 @@ torch.set_flush_denormal(True)
 
 TOKENIZER_SPECIALS = {"<|endoftext|>": 4093, "<|im_start|>": 4094, "<|im_end|>": 4095}
 
-# Model sizes (see README.md for why).
+# Model sizes (see README.md for why). max_position_embeddings is the context deltaserve serves
+# by default, not a trained length: training sees windows of --seq (256) tokens, and the models carry no
+# positions (KDA, NoPE MLA), so nothing in them is sized by it (models/*/README.md).
 TARGET = dict(vocab_size=4096, hidden_size=192, num_hidden_layers=4, intermediate_size=512,
               kda_layers=[1, 2, 3], full_attn_layers=[4], kda_num_heads=3, kda_head_dim=64,
               num_attention_heads=3, kv_lora_rank=96, qk_nope_head_dim=32, qk_rope_head_dim=16,
               v_head_dim=32, first_k_dense_replace=1, moe_layer_freq=1, num_experts=8,
               num_experts_per_token=2, num_shared_experts=1, moe_intermediate_size=192,
               routed_scaling_factor=1.0, moe_renormalize=True, tie_word_embeddings=True,
-              rms_norm_eps=1e-6, max_position_embeddings=4096)
+              rms_norm_eps=1e-6, max_position_embeddings=131072)
 DRAFT = dict(vocab_size=4096, hidden_size=128, num_hidden_layers=1, intermediate_size=320,
              kda_layers=[1], full_attn_layers=[], kda_num_heads=2, kda_head_dim=64,
              num_attention_heads=2, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16,
              v_head_dim=32, first_k_dense_replace=1, moe_layer_freq=1, num_experts=0,
              num_experts_per_token=1, num_shared_experts=0, moe_intermediate_size=64,
-             tie_word_embeddings=True, rms_norm_eps=1e-6, max_position_embeddings=4096)
+             tie_word_embeddings=True, rms_norm_eps=1e-6, max_position_embeddings=131072)
 
 
 def make_config(d):
