@@ -39,6 +39,11 @@ def ok(row):
     return (status in (200, "ok", None)) and isinstance(row.get("prompt_tokens"), int)
 
 
+def ms(row):
+    v = row.get("ttft_ms")
+    return f"{v:.0f}" if isinstance(v, (int, float)) else "?"
+
+
 def describe(rows):
     return "\n".join(
         f"  line {n}: api={r.get('api')} prompt={r.get('prompt_tokens')} cached={r.get('cached_tokens')} "
@@ -72,7 +77,7 @@ def main():
     share = cached2 / main2["prompt_tokens"] if main2["prompt_tokens"] else 0.0
     apis = sorted({str(r.get("api")) for _, r in rows})
     print(f"{client}: api {','.join(apis)}; first prompt {main1['prompt_tokens']} tokens, "
-          f"TTFT turn 1 {main1.get('ttft_ms')} ms, turn 2 {main2.get('ttft_ms')} ms; "
+          f"TTFT turn 1 {ms(main1)} ms, turn 2 {ms(main2)} ms; "
           f"turn 2 prompt {main2['prompt_tokens']} tokens, {cached2} cached ({share:.1%}); "
           f"requests {len(turn1)} + {len(turn2)}")
     if share < min_share:
