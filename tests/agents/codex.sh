@@ -23,7 +23,6 @@ model_context_window = 131072
 approval_policy = "never"
 sandbox_mode = "read-only"
 check_for_update_on_startup = false
-web_search = "disabled"
 
 [model_providers.deltaserve]
 name = "DeltaServe"
