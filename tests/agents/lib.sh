@@ -87,11 +87,21 @@ cleanup() {
     kill -TERM "$SERVER_PID" 2>/dev/null
     for _ in $(seq 1 40); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.25; done
     kill -KILL "$SERVER_PID" 2>/dev/null
+    : >"$WORK/server.pid"
   fi
   if [[ ${DS_AGENTS_KEEP:-0} == 1 ]]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
+# Should this script be killed outright (ctest's timeout), a watcher ends what it started: the
+# server and the running client's process group.
+(
+  trap '' TERM INT
+  while kill -0 $$ 2>/dev/null; do sleep 2; done
+  [[ -s $WORK/client.pgid ]] && kill -KILL -- "-$(cat "$WORK/client.pgid")" 2>/dev/null
+  [[ -s $WORK/server.pid ]] && kill -KILL "$(cat "$WORK/server.pid")" 2>/dev/null
+  [[ ${DS_AGENTS_KEEP:-0} == 1 ]] || rm -rf "$WORK"
+) </dev/null >/dev/null 2>&1 &
 
 fail() {
   echo "FAIL ($CLIENT): $*"
@@ -117,6 +127,7 @@ start_server() {
     --threads "${DS_AGENTS_THREADS:-2}" --max-num-seqs 4 --request-log "$LOG" ${DS_AGENTS_SERVE_ARGS:-} \
     >"$WORK/serve.log" 2>&1 &
   SERVER_PID=$!
+  echo "$SERVER_PID" >"$WORK/server.pid"
   for _ in $(seq 1 240); do
     curl -sf "$BASE_URL/health" >/dev/null 2>&1 && return 0
     kill -0 "$SERVER_PID" 2>/dev/null || break
@@ -151,9 +162,11 @@ run_turn() {
   (cd "$PROJECT" && exec env -i "${CLIENT_ENV[@]}" setsid timeout -k 10 "$TURN_TIMEOUT" "$@") \
     </dev/null >"$WORK/turn$n.out" 2>"$WORK/turn$n.err" &
   local pid=$!
+  echo "$pid" >"$WORK/client.pgid"
   wait "$pid"
   local rc=$?
   kill -KILL -- "-$pid" 2>/dev/null  # whatever the client left running in its session
+  : >"$WORK/client.pgid"
   # The server writes a request's line as it ends; the client may have exited a moment before.
   local prev=-1 cur
   for _ in $(seq 1 20); do
