@@ -16,8 +16,9 @@
 #     group (killed afterwards, so nothing it left behind outlives the turn);
 #   - check_request_log: turn 2's main request read >= 90% of its prompt from the prefix cache;
 #     prints the first prompt's tokens, both TTFTs and turn 2's cached tokens.
-# Knobs: DS_AGENTS_MAX_OUTPUT_TOKENS (256: the output cap each client is told to ask for),
-# DS_AGENTS_TURN_TIMEOUT_S (240), DS_AGENTS_SERVE_ARGS (extra serve flags), DS_AGENTS_KEEP=1
+# Knobs: DS_AGENTS_MAX_OUTPUT_TOKENS (the output cap opencode and Qwen Code ask for, 512 by
+# default; Claude Code keeps its own 32,000 unless this is set, and Codex asks for none: both fail
+# a turn whose reply the cap cuts), DS_AGENTS_TURN_TIMEOUT_S (240), DS_AGENTS_SERVE_ARGS (extra serve flags), DS_AGENTS_KEEP=1
 # (keep the scratch folder), DS_AGENTS_LEAN=1 (a smoke run: each client with a one-line system
 # prompt and no tools, where it has switches for that, to fit a short context).
 set -uo pipefail
@@ -27,7 +28,6 @@ ROOT=$(cd "$AGENTS_DIR/../.." && pwd)
 NODE_BIN=$AGENTS_DIR/node/node_modules/.bin
 CLI=${1:-}
 MODEL=deltacoder
-MAX_OUT=${DS_AGENTS_MAX_OUTPUT_TOKENS:-256}
 TURN_TIMEOUT=${DS_AGENTS_TURN_TIMEOUT_S:-240}
 LEAN=${DS_AGENTS_LEAN:-0}
 LEAN_SYSTEM="You are a coding assistant. Answer in one short paragraph."
