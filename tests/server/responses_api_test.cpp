@@ -971,7 +971,7 @@ TEST(ResponsesServer, ErrorsInOpenAisShape) {
   EXPECT_EQ(http_call(s.port, "GET", "/v1/responses/a/b").status, 404);
 }
 
-// The official `openai` npm package (tests/server/responses_openai_client.mjs) against the server.
+// The official `openai` npm package (tests/clients/responses_openai_client.mjs) against the server.
 TEST(ResponsesServer, OpenAiClient) {
   const std::string root = DS_SOURCE_DIR;
   int st = 0;
@@ -981,7 +981,7 @@ TEST(ResponsesServer, OpenAiClient) {
                         "node_modules/openai is missing (run scripts/setup)");
   TestServer s;
   const std::string cmd = "cd '" + root + "' && DS_BASE_URL=http://127.0.0.1:" + std::to_string(s.port) +
-                          " DS_MODEL=fake node tests/server/responses_openai_client.mjs 2>&1";
+                          " DS_MODEL=fake node tests/clients/responses_openai_client.mjs 2>&1";
   const std::string out = run_capture(cmd, &st);
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("responses client: ok"), std::string::npos) << out;

@@ -3,8 +3,9 @@
 // goes back as function_call_output (continuing by previous_response_id, and sent whole), a
 // json_schema text format, retrieve and delete, and a refused continuation. Run by
 // tests/server/responses_api_test.cpp (ctest); by hand, against a running `deltaserve serve`:
-//   DS_BASE_URL=http://127.0.0.1:8000 DS_MODEL=name node tests/server/responses_openai_client.mjs
+//   DS_BASE_URL=http://127.0.0.1:8000 DS_MODEL=name node tests/clients/responses_openai_client.mjs
 import assert from 'node:assert/strict';
+import Ajv from 'ajv';
 import OpenAI from 'openai';
 
 const baseURL = (process.env.DS_BASE_URL ?? 'http://127.0.0.1:8000') + '/v1';
@@ -91,6 +92,16 @@ assert.equal(structured.status, 'completed');
 const parsed = JSON.parse(structured.output_text);
 assert.equal(typeof parsed.city, 'string');
 assert.ok(Number.isInteger(parsed.temp));
+// 20 samples at temperature 1 (each request its own random stream): every one parses and
+// validates against the schema.
+const validate = new Ajv({ strict: false }).compile(schema);
+for (let i = 0; i < 20; ++i) {
+  const r = await client.responses.create({ model, input: `Weather in city ${i}?`, temperature: 1, max_output_tokens: 200,
+                                            text: { format: { type: 'json_schema', name: 'w', schema, strict: true } } });
+  assert.equal(r.status, 'completed', JSON.stringify(r));
+  const v = JSON.parse(r.output_text);
+  assert.ok(validate(v), `${r.output_text}: ${JSON.stringify(validate.errors)}`);
+}
 
 // Stored responses: retrieve, delete, and a continuation of a deleted one refused.
 const got = await client.responses.retrieve(called.id);
