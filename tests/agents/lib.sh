@@ -177,9 +177,10 @@ run_turn() {
   done
   echo "$CLIENT turn $n: exit $rc after $((SECONDS - t0)) s, $(($(log_lines) + 1 - TURN_FIRST_LINE[n])) requests"
   ((rc == 124 || rc == 137)) && fail "turn $n timed out after ${TURN_TIMEOUT} s"
-  ((rc == 0)) || fail "turn $n exited $rc"
-  # The client's own verdict on its output (each script defines check_turn N).
+  # The client's own verdict on its output (each script defines check_turn N), first: it names
+  # the API error that usually is why a client exits non-zero.
   check_turn "$n"
+  ((rc == 0)) || fail "turn $n exited $rc"
 }
 
 # refute N PATTERN WHAT: fail when turn N's output (stdout or stderr) matches the extended regex.
