@@ -41,6 +41,7 @@ struct ServeArgs {
   double max_body_mb = 32;
   double grammar_cache_mb = 128;
   std::string request_log;
+  double reply_memory_mb = 64;
   size_t responses_store_count = 256;
   double responses_store_mb = 64;
   server::ServerOptions http;  // the transport's limits, parsed in place
@@ -158,6 +159,8 @@ int run_serve(const ServeArgs& a) {
   DS_CHECK(a.grammar_cache_mb > 0, "invalid settings: --grammar-cache-mb must be > 0, got " + std::to_string(a.grammar_cache_mb));
   o.grammar_cache_bytes = size_t(a.grammar_cache_mb * 1024 * 1024);
   o.request_log_path = a.request_log;
+  DS_CHECK(a.reply_memory_mb >= 0, "invalid settings: --reply-memory-mb must be >= 0, got " + std::to_string(a.reply_memory_mb));
+  o.reply_memory_bytes = size_t(a.reply_memory_mb * 1024 * 1024);
   DS_CHECK(a.responses_store_mb >= 0,
            "invalid settings: --responses-store-mb must be >= 0, got " + std::to_string(a.responses_store_mb));
   o.responses_store_count = a.responses_store_count;
@@ -292,6 +295,11 @@ RegisterCommand reg("serve", [](CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.01, 600.0))
       ->capture_default_str();
   cmd->add_option("--grammar-cache-mb", a->grammar_cache_mb, "Memory the compiled grammars are kept in, MiB")
+      ->capture_default_str();
+  cmd->add_option("--reply-memory-mb", a->reply_memory_mb,
+                  "Memory for replies kept with their generated token ids, so a client that sends a reply back "
+                  "unchanged continues the prefix cache through it (docs/apis.md); 0: off")
+      ->check(CLI::Range(0.0, 65536.0))
       ->capture_default_str();
   cmd->add_option("--request-log", a->request_log,
                   "Append one JSON line per finished generation request to this file (API, session, prompt and cached "

@@ -90,7 +90,7 @@ void handle_generation(ServerContext& ctx, const http::HttpRequest& http_req, ht
   GenerationRequest g = parse_openai_body(http_req.body, chat);
   g.api = chat ? Api::ChatCompletions : Api::Completions;
   g.prompt_field = chat ? "messages" : "prompt";
-  g.session = http_req.header("session-id");
+  g.session = session_from_headers(http_req);
   const bool stream = g.stream, include_usage = g.include_usage;
   std::shared_ptr<GenerationRun> run = start_generation(ctx, std::move(g));
   ResponseMeta meta = new_response_meta(chat, run->model(), stream && include_usage);

@@ -67,12 +67,22 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 
 }  // namespace
 
+std::string session_from_headers(const http::HttpRequest& req) {
+  for (const char* name : {"X-Claude-Code-Session-Id", "session-id", "x-session-id", "x-session-affinity"}) {
+    std::string v = req.header(name);
+    if (!v.empty()) return v.substr(0, 200);
+  }
+  return {};
+}
+
 std::vector<int32_t> generation_prompt_ids(ServerContext& ctx, const GenerationRequest& g) {
   const int vocab = ctx.engine.vocab_size();
   const std::string& field = g.prompt_field;
   std::vector<int32_t> ids;
   if (g.chat) {
-    ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, g.messages, g.tools_json, true);
+    std::vector<ChatTurn> turns = g.messages;
+    ctx.replies.recall(turns);
+    ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, turns, g.tools_json, true);
   } else if (g.prompt_is_ids) {
     ids.reserve(g.prompt_ids.size());
     for (size_t i = 0; i < g.prompt_ids.size(); ++i) {
@@ -184,6 +194,7 @@ bool GenerationRun::pump(std::chrono::milliseconds wait, int* tokens) {
     if (!first_token_) first_token_ = std::chrono::steady_clock::now();
     ++completion_tokens_;
     ++*tokens;
+    generated_.push_back(t.token);
     if (g_.logprobs) lp_.add(t, text_.size());
     if (text_.add(t.token)) {
       reason_ = FinishReason::Stop;
@@ -220,6 +231,7 @@ bool GenerationRun::PendingCall::add(const std::string& piece) {
 
 void GenerationRun::take_events(const ParseEvents& ev, GenerationStep& out) {
   out.content += ev.content;
+  content_all_ += ev.content;
   for (const ToolCallDelta& d : ev.calls) {
     if (d.index >= int(calls_.size())) calls_.resize(size_t(d.index) + 1);
     PendingCall& p = calls_[size_t(d.index)];
@@ -234,6 +246,7 @@ void GenerationRun::take_events(const ParseEvents& ev, GenerationStep& out) {
     if (p.add(d.arguments)) {
       p.released = true;
       out.calls.push_back(p.call);
+      calls_all_.push_back(p.call);
       outcome_.called_tools = true;
     }
   }
@@ -253,6 +266,7 @@ GenerationStep GenerationRun::step(std::chrono::milliseconds wait) {
     take_events(parser_->feed(delta), out);
     if (over) take_events(parser_->finish(), out);
   } else {
+    content_all_ += delta;
     out.content = std::move(delta);
   }
   if (over) {
@@ -261,9 +275,28 @@ GenerationStep GenerationRun::step(std::chrono::milliseconds wait) {
     outcome_.reason = reason_;
     outcome_.error = error_;
     for (const PendingCall& p : calls_) outcome_.dropped_calls += p.released ? 0 : 1;
+    remember_reply();
     log_request();
   }
   return out;
+}
+
+void GenerationRun::remember_reply() {
+  // Only a reply the client saw whole: not one cut by a stop string (its ids run past the cut)
+  // or missing a dropped call.
+  if (!g_.chat || !outcome_.stop_string.empty() || outcome_.dropped_calls > 0) return;
+  if (outcome_.reason != FinishReason::Stop && outcome_.reason != FinishReason::Length) return;
+  std::vector<int32_t> ids = std::move(generated_);
+  // The end-of-turn token that ended it: the template writes its own after the turn.
+  if (outcome_.reason == FinishReason::Stop && !ids.empty() && ctx_.tokenizer.is_special(ids.back())) ids.pop_back();
+  if (ids.empty()) return;
+  std::string text;
+  try {
+    text = ctx_.tokenizer.decode(ids);
+  } catch (const std::exception&) {
+    return;  // ids the tokenizer cannot decode (a padded vocabulary): nothing to feed back
+  }
+  ctx_.replies.remember(content_all_, calls_all_, std::move(ids), std::move(text));
 }
 
 GenerationOutput GenerationRun::collect(const http::HttpRequest& req) {

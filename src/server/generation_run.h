@@ -83,6 +83,7 @@ class GenerationRun {
   bool pump(std::chrono::milliseconds wait, int* tokens);
   void take_events(const ParseEvents& ev, GenerationStep& out);
   void log_request();
+  void remember_reply();  // server/reply_memory.h
 
   struct PendingCall {
     ToolCall call;
@@ -101,6 +102,9 @@ class GenerationRun {
   LogprobsBuilder lp_;
   std::unique_ptr<ToolCallParser> parser_;
   std::vector<PendingCall> calls_;  // by the parser's call index
+  std::vector<int32_t> generated_;  // every token of the reply, as the engine sent them
+  std::string content_all_;         // the content and calls the client is given, in full
+  std::vector<ToolCall> calls_all_;
   int completion_tokens_ = 0;
   FinishReason reason_ = FinishReason::None;
   std::string error_;
@@ -116,6 +120,11 @@ class GenerationRun {
 // the ids of calls whose format does not write one (empty: random_tool_call_id).
 std::shared_ptr<GenerationRun> start_generation(ServerContext& ctx, GenerationRequest g,
                                                 std::function<std::string()> new_call_id = {});
+
+// The conversation a request belongs to, when its client names one in a header (Claude Code's
+// X-Claude-Code-Session-Id, Codex's session-id, opencode's x-session-id / x-session-affinity);
+// empty otherwise. Only logged (server/request_log.h).
+std::string session_from_headers(const http::HttpRequest& req);
 
 // The prompt's token ids, as start_generation builds them (count_tokens, /tokenize).
 std::vector<int32_t> generation_prompt_ids(ServerContext& ctx, const GenerationRequest& g);

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "server/output_constraint.h"
 #include "server/request_guard.h"
+#include "server/reply_memory.h"
 #include "server/request_log.h"
 #include "server/responses/responses_store.h"
 #include "tokenizer/chat_template.h"
@@ -47,6 +48,9 @@ struct ServerOptions {
   size_t grammar_cache_bytes = 128u << 20;
   // server/request_log.h; empty: none.
   std::string request_log_path;
+  // server/reply_memory.h: replies kept with their generated ids, so an agent's next turn reads
+  // them from the prefix cache; 0 turns it off.
+  size_t reply_memory_bytes = 64u << 20;
   // Past responses /v1/responses keeps for previous_response_id and GET (responses/).
   size_t responses_store_count = 256;
   size_t responses_store_bytes = 64u << 20;
@@ -69,6 +73,7 @@ struct ServerContext {
   std::atomic<bool> draining{false};
   std::atomic<int> active{0};  // generation requests whose response is not fully written
   RequestLog request_log;
+  ReplyMemory replies{opts.reply_memory_bytes};
   // /v1/responses' past responses (server/responses/), bounded by opts.
   ResponsesStore responses{opts.responses_store_count, opts.responses_store_bytes};
 

@@ -26,19 +26,23 @@ struct Segment {
   // A marker the tokenizer must have as a special token. An optional one (ChatML's <tool_call>
   // tags, which many ChatML tokenizers lack) falls back to plain text.
   bool required = false;
+  // Ids given as they are (a reply as the model generated it); text is what they decode to.
+  std::vector<int32_t> ids = {};
+  bool given = false;
 };
 
 class Rendered {
  public:
   void text(std::string_view t) {
     if (t.empty()) return;
-    if (!segs_.empty() && !segs_.back().marker) {
+    if (!segs_.empty() && !segs_.back().marker && !segs_.back().given) {
       segs_.back().text.append(t);
     } else {
       segs_.push_back({std::string(t), false, false});
     }
   }
   void marker(std::string_view m, bool required = true) { segs_.push_back({std::string(m), true, required}); }
+  void ids(const std::vector<int32_t>& ids, const std::string& text) { segs_.push_back({text, false, false, ids, true}); }
   const std::vector<Segment>& segments() const { return segs_; }
 
  private:
@@ -128,6 +132,14 @@ Rendered render_chatml(const std::vector<ChatMessage>& messages, std::string_vie
     const ChatMessage& m = messages[i];
     check_role(m.role);
     r.marker(kStart);
+    if (m.role == "assistant" && !m.generated_ids.empty()) {
+      // The head as the generation prompt wrote it (its own run), then the reply's own ids.
+      r.text("assistant\n");
+      r.ids(m.generated_ids, m.generated_text);
+      r.marker(kEnd);
+      r.text("\n");
+      continue;
+    }
     // role, newline and content in one run: the same plain-text runs that encoding the text
     // yields (the markers are where the added-token matcher would cut it), so benign content gets
     // identical ids either way.
@@ -187,6 +199,10 @@ Rendered render_kimi(const std::vector<ChatMessage>& messages, std::string_view 
     } else if (m.role == "user") {
       kimi_turn_head(r, kKimiUser, "user");
       r.text(m.content);
+    } else if (m.role == "assistant" && !m.generated_ids.empty()) {
+      kimi_turn_head(r, kKimiAssistant, "assistant");
+      r.ids(m.generated_ids, m.generated_text);
+      call_index += m.tool_calls.size();
     } else if (m.role == "assistant") {
       kimi_turn_head(r, kKimiAssistant, "assistant");
       r.text(m.content);
@@ -276,7 +292,10 @@ std::vector<int32_t> encode_chat(const Tokenizer& tok, ChatFormat format, const 
     run.clear();
   };
   for (const Segment& s : r.segments()) {
-    if (s.marker && (s.required || has_special(tok, s.text))) {
+    if (s.given) {
+      flush();
+      ids.insert(ids.end(), s.ids.begin(), s.ids.end());
+    } else if (s.marker && (s.required || has_special(tok, s.text))) {
       const int32_t id = marker_id(tok, format, s.text);
       flush();
       ids.push_back(id);

@@ -30,6 +30,12 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls = {};  // assistant messages only
   std::string tool_call_id = {};              // tool messages: the call this result answers
   std::string name = {};                      // tool messages: the function's name (not rendered)
+  // Assistant messages: the turn's body (content and calls) as the model generated it, when the
+  // server knows it (server/reply_memory.h). The template then writes these ids, and their text,
+  // in place of rendering content and calls, so the prompt continues exactly the tokens the
+  // earlier request ended with and the prefix cache reaches through the reply.
+  std::vector<int32_t> generated_ids = {};
+  std::string generated_text = {};  // what generated_ids decode to
 };
 
 // Roles a message may have.

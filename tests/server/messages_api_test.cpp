@@ -109,6 +109,7 @@ TEST(MessagesApi, TranslatesEveryBlockLikeTheChatApi) {
   const json messages = json::parse(R"([
     {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"},
                                  {"type": "text", "text": "And Rome?"}]},
+    {"role": "system", "content": [{"type": "text", "text": "It is Monday."}]},
     {"role": "assistant", "content": [
       {"type": "thinking", "thinking": "the client keeps this", "signature": "x"},
       {"type": "text", "text": "Checking."},
@@ -133,6 +134,7 @@ TEST(MessagesApi, TranslatesEveryBlockLikeTheChatApi) {
   const json chat = json::parse(R"([
     {"role": "system", "content": "Rule one.\nRule two."},
     {"role": "user", "content": "Weather in Paris?\nAnd Rome?"},
+    {"role": "system", "content": "It is Monday."},
     {"role": "assistant", "content": "Checking.", "tool_calls": [
       {"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"unit\":\"celsius\"}"}},
       {"id": "toolu_2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\",\"unit\":\"celsius\"}"}}]},
@@ -289,7 +291,7 @@ TEST(MessagesApi, ErrorsTakeAnthropicsShape) {
   expect_error(no_max, 400, "invalid_request_error", "'max_tokens' is required");
   expect_error(msg_body({{"model", "nope"}}), 404, "not_found_error", "nope");
   expect_error(msg_body({{"temperature", 1.5}}), 400, "invalid_request_error", "[0, 1]");
-  expect_error(msg_body({{"messages", json::array({{{"role", "system"}, {"content", "x"}}})}}), 400,
+  expect_error(msg_body({{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}), 400,
                "invalid_request_error", "messages[0].role");
   expect_error(msg_body({{"messages", json::array({{{"role", "user"},
                                                    {"content", json::array({{{"type", "image"}, {"source", json::object()}}})}}})}}),

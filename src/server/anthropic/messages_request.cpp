@@ -58,8 +58,11 @@ void parse_system(const ojson& body, GenerationRequest& g) {
 void parse_message(const ojson& m, const std::string& where, GenerationRequest& g) {
   if (!m.is_object()) throw invalid_request("'" + where + "' must be an object, got " + type_name(m), "messages");
   const std::string role = required_string(m, "role", where, "messages");
-  if (role != "user" && role != "assistant")
-    throw invalid_request("'" + where + ".role' must be \"user\" or \"assistant\", got \"" + role + "\"", "messages");
+  // Claude Code puts system messages inside the conversation (its environment, reminders) for
+  // models that take them; they become system turns where they stand.
+  if (role != "user" && role != "assistant" && role != "system")
+    throw invalid_request("'" + where + ".role' must be \"user\", \"assistant\" or \"system\", got \"" + role + "\"",
+                          "messages");
   const ojson* content = field(m, "content");
   if (!content) throw invalid_request("'" + where + ".content' is required", "messages");
   if (content->is_string()) {

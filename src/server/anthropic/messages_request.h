@@ -2,7 +2,8 @@
 // into the one internal request (server/generation_request.h):
 //   system          a string or text blocks (cache_control and other block fields ignored):
 //                   the first turn, role "system";
-//   messages        user and assistant turns whose content is a string or blocks: text;
+//   messages        user and assistant turns (and system ones where the client puts them mid
+//                   conversation) whose content is a string or blocks: text;
 //                   tool_use (assistant) becomes the turn's calls, input as the arguments' JSON;
 //                   tool_result (user) becomes a "tool" turn answering tool_use_id, its content a
 //                   string or text blocks, "Error: " before it when is_error; thinking and

@@ -9,18 +9,10 @@
 
 namespace ds::server {
 
-namespace {
-
-// The conversation a request belongs to, for the request log: Claude Code names its session
-// in a header.
-std::string session_of(const http::HttpRequest& req) { return req.header("X-Claude-Code-Session-Id"); }
-
-}  // namespace
-
 void handle_messages(ServerContext& ctx, const http::HttpRequest& req, http::HttpResponse& res) {
   if (ctx.draining.load()) throw shutting_down("the server is shutting down and accepts no new requests");
   GenerationRequest g = parse_messages_request(req.body);
-  g.session = session_of(req);
+  g.session = session_from_headers(req);
   const bool stream = g.stream;
   std::shared_ptr<GenerationRun> run = start_generation(ctx, std::move(g), new_tool_use_id);
   const std::string id = new_message_id();

@@ -24,7 +24,7 @@ void handle_responses(ServerContext& ctx, const http::HttpRequest& req, http::Ht
   if (ctx.draining.load()) throw shutting_down("the server is shutting down and accepts no new requests");
   ResponsesRequest r = parse_responses_request(req.body, ctx.responses);
   // Codex names its session in a header, and the API in prompt_cache_key.
-  r.g.session = req.header("session-id");
+  r.g.session = session_from_headers(req);
   if (r.g.session.empty()) r.g.session = r.prompt_cache_key;
   const bool stream = r.g.stream;
   auto meta = std::make_shared<ResponsesMeta>();
