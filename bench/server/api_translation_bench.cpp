@@ -16,6 +16,10 @@
 #include <cstdio>
 #include <string>
 
+#include "server/anthropic/messages_response.h"
+#include "server/generation.h"
+#include "server/generation_run.h"
+#include "server/responses/responses_response.h"
 #include "server_harness.h"
 
 namespace ds {
@@ -180,6 +184,42 @@ TEST(ApiTranslationBenchmark, RequestsPerSecondAndStreamedTokenCost) {
     const json u = json::parse(probe->body)["usage"];
     const int made = u.contains("completion_tokens") ? u["completion_tokens"].get<int>() : u["output_tokens"].get<int>();
     std::printf("%-22s %10d %14.0f %16.2f\n", api.path, made, made / t_whole, 1e6 * (t_stream - t_whole) / made);
+  }
+}
+
+// Each API's stream encoder alone, one token's step at a time: what streaming a token costs the
+// handler thread in each API, beside a decode step of a real model.
+TEST(ApiTranslationBenchmark, StreamEncoderCostPerToken) {
+  const int steps = env_int("DS_BENCH_STEPS", 200000);
+  TestServer s;
+  server::GenerationRequest g;
+  g.chat = true;
+  g.messages = {{"user", "hi"}};
+  g.max_tokens = 1;
+  auto run = server::start_generation(s.http->context(), g);
+  server::GenerationStep step;
+  step.content = " word";
+  step.tokens = 1;
+  auto meta = std::make_shared<server::ResponsesMeta>();
+  meta->id = server::new_response_id();
+  meta->model = "fake";
+  meta->store = false;
+  struct Named {
+    const char* api;
+    std::unique_ptr<server::StreamEncoder> enc;
+  };
+  std::vector<Named> encoders;
+  encoders.push_back({"chat", server::openai_stream_encoder(run, server::new_response_meta(true, "fake", false))});
+  encoders.push_back({"messages", server::messages_stream_encoder(run, server::new_message_id())});
+  encoders.push_back({"responses", server::responses_stream_encoder(run, meta, s.http->context().responses)});
+  std::printf("%-10s %12s %12s\n", "api", "ns/token", "bytes/token");
+  for (Named& e : encoders) {
+    size_t bytes = e.enc->open().size();
+    bytes = 0;
+    const auto t0 = SteadyClock::now();
+    for (int i = 0; i < steps; ++i) bytes += e.enc->step(step).size();
+    const double ns = 1e9 * seconds_since(t0) / steps;
+    std::printf("%-10s %12.0f %12.1f\n", e.api, ns, double(bytes) / steps);
   }
 }
 

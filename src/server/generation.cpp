@@ -68,6 +68,14 @@ class OpenAiStream final : public StreamEncoder {
   int calls_ = 0;
 };
 
+}  // namespace
+
+std::unique_ptr<StreamEncoder> openai_stream_encoder(std::shared_ptr<const GenerationRun> run, ResponseMeta meta) {
+  return std::make_unique<OpenAiStream>(std::move(run), std::move(meta));
+}
+
+namespace {
+
 GenerationRequest parse_openai_body(const std::string& text, bool chat) {
   // The parsed bodies live only while the request is read out of them: a request with a large
   // schema may wait for its compile (server/output_constraint.h), and should not hold two parses
@@ -100,7 +108,7 @@ void handle_generation(ServerContext& ctx, const http::HttpRequest& http_req, ht
                     "application/json");
     return;
   }
-  stream_generation(run, std::make_unique<OpenAiStream>(run, std::move(meta)), res);
+  stream_generation(run, openai_stream_encoder(run, std::move(meta)), res);
 }
 
 }  // namespace ds::server
