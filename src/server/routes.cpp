@@ -177,7 +177,10 @@ void handle_tokenize(ServerContext& ctx, const HttpRequest& req, HttpResponse& r
       if (!it->is_boolean()) throw invalid_request("'add_generation_prompt' must be a boolean", "add_generation_prompt");
       gen = it->get<bool>();
     }
-    ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, parse_messages(body), {}, gen);
+    // The prompt a generation request would run: remembered replies as their generated ids.
+    std::vector<ChatTurn> turns = parse_messages(body);
+    ctx.replies.recall(turns);
+    ids = chat_prompt_ids(ctx.tokenizer, ctx.chat_format, turns, {}, gen);
   } else {
     auto it = body.find("prompt");
     if (it == body.end() || !it->is_string())

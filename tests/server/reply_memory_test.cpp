@@ -71,6 +71,10 @@ TEST(ReplyMemory, TheNextTurnReadsThePreviousReplyFromTheCache) {
   // block boundary before the second turn's new tokens.
   EXPECT_GE(b.cached_tokens, a.prompt_tokens + 60 - 16) << "prompt 1: " << a.prompt_tokens << ", prompt 2: " << b.prompt_tokens;
   EXPECT_EQ(s.http->context().replies.size(), 2u);
+  // /tokenize counts the prompt the second turn ran.
+  const HttpResult t = post(s.port, "/tokenize", {{"model", "fake"}, {"messages", b.messages}});
+  ASSERT_EQ(t.status, 200) << t.raw;
+  EXPECT_EQ(t.body["count"], b.prompt_tokens);
 }
 
 TEST(ReplyMemory, WithoutItTheReplyIsReTokenized) {
