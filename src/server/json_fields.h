@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/sampling_params.h"
 #include "server/api_error.h"
 
 namespace ds::server {
@@ -81,6 +82,21 @@ std::optional<std::string> get_string(const Json& body, const char* name) {
   if (!v->is_string())
     throw invalid_request(std::string("'") + name + "' must be a string, got " + type_name(*v), name);
   return v->template get<std::string>();
+}
+
+// temperature in [0, max_temperature] (2 for OpenAI's APIs, 1 for Anthropic's) and top_p in
+// (0, 1], the fields every generation API shares under these names.
+template <class Json>
+void read_temperature_and_top_p(const Json& body, SamplingParams& s, double max_temperature) {
+  if (auto t = get_number(body, "temperature")) {
+    if (!(*t >= 0.0 && *t <= max_temperature))
+      throw invalid_request("'temperature' must be in [0, " + num(max_temperature) + "], got " + num(*t), "temperature");
+    s.temperature = float(*t);
+  }
+  if (auto p = get_number(body, "top_p")) {
+    if (!(*p > 0.0 && *p <= 1.0)) throw invalid_request("'top_p' must be in (0, 1], got " + num(*p), "top_p");
+    s.top_p = float(*p);
+  }
 }
 
 }  // namespace ds::server

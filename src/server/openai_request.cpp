@@ -29,16 +29,7 @@ void parse_common(const json& body, GenerationRequest* g) {
   if (auto n = get_int(body, "n"); n && *n != 1)
     throw invalid_request("'n' must be 1 (one choice per request is supported), got " +
                               std::to_string(*n), "n");
-  if (auto t = get_number(body, "temperature")) {
-    if (!(*t >= 0.0 && *t <= 2.0))
-      throw invalid_request("'temperature' must be in [0, 2], got " + num(*t), "temperature");
-    g->sampling.temperature = float(*t);
-  }
-  if (auto p = get_number(body, "top_p")) {
-    if (!(*p > 0.0 && *p <= 1.0))
-      throw invalid_request("'top_p' must be in (0, 1], got " + num(*p), "top_p");
-    g->sampling.top_p = float(*p);
-  }
+  read_temperature_and_top_p(body, g->sampling, 2.0);
   if (auto k = get_int(body, "top_k")) {
     if (*k < -1)
       throw invalid_request("'top_k' must be -1 or 0 (off) or a positive integer, got " +

@@ -190,15 +190,7 @@ void parse_sampling(const ojson& body, GenerationRequest& g, bool count_only) {
   } else if (!count_only) {
     throw invalid_request("'max_tokens' is required", "max_tokens");
   }
-  if (auto t = get_number(body, "temperature")) {
-    if (!(*t >= 0.0 && *t <= 1.0))
-      throw invalid_request("'temperature' must be in [0, 1], got " + num(*t), "temperature");
-    g.sampling.temperature = float(*t);
-  }
-  if (auto p = get_number(body, "top_p")) {
-    if (!(*p > 0.0 && *p <= 1.0)) throw invalid_request("'top_p' must be in (0, 1], got " + num(*p), "top_p");
-    g.sampling.top_p = float(*p);
-  }
+  read_temperature_and_top_p(body, g.sampling, 1.0);
   if (auto k = get_int(body, "top_k")) {
     if (*k < 0) throw invalid_request("'top_k' must be 0 (off) or a positive integer, got " + std::to_string(*k), "top_k");
     g.sampling.top_k = int(std::min<int64_t>(*k, 1 << 30));

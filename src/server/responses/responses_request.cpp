@@ -341,15 +341,7 @@ void parse_sampling(const ojson& body, ResponsesRequest& r) {
     g.max_tokens = *n;
   }
   r.echo["max_output_tokens"] = g.max_tokens ? ojson(*g.max_tokens) : ojson(nullptr);
-  if (auto t = get_number(body, "temperature")) {
-    if (!(*t >= 0.0 && *t <= 2.0))
-      throw invalid_request("'temperature' must be in [0, 2], got " + num(*t), "temperature");
-    g.sampling.temperature = float(*t);
-  }
-  if (auto p = get_number(body, "top_p")) {
-    if (!(*p > 0.0 && *p <= 1.0)) throw invalid_request("'top_p' must be in (0, 1], got " + num(*p), "top_p");
-    g.sampling.top_p = float(*p);
-  }
+  read_temperature_and_top_p(body, g.sampling, 2.0);
   r.echo["temperature"] = field(body, "temperature") ? *field(body, "temperature") : ojson(1.0);
   r.echo["top_p"] = field(body, "top_p") ? *field(body, "top_p") : ojson(1.0);
   g.stream = get_bool(body, "stream").value_or(false);
