@@ -1,4 +1,4 @@
-# One static library per src/ folder (DESIGN.md section 1). Sources are globbed so a new file
+# One static library per src/ folder (docs/architecture.md). Sources are globbed so a new file
 # needs no CMake edit. Files named *_avx512.cpp / *_avx2.cpp are compiled for that ISA only;
 # the rest of the code picks between them at run time (src/core/cpu_features.h).
 set(DS_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2)

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "cache/disk_tier.h"
+#include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string dir = "/tmp/ds-fuzz-tier-" + std::to_string(::getpid());
+  static const ScratchPath scratch("ds-fuzz-tier");
+  const std::string& dir = scratch.path;
   std::filesystem::remove_all(dir);
   {
     ds::DiskTier make(dir, 1 << 20);  // creates the folder as the server would

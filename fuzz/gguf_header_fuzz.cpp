@@ -13,9 +13,11 @@
 #include "model/gguf_file.h"
 #include "model/gguf_model.h"
 #include "model/gguf_tokenizer.h"
+#include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/ds-fuzz-gguf-" + std::to_string(::getpid()) + ".gguf";
+  static const ScratchPath scratch("ds-fuzz-gguf");
+  const std::string& path = scratch.path;
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);

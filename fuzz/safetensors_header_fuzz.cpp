@@ -10,9 +10,11 @@
 
 #include "core/error.h"
 #include "model/safetensors.h"
+#include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/ds-fuzz-safetensors-" + std::to_string(::getpid()) + ".safetensors";
+  static const ScratchPath scratch("ds-fuzz-safetensors");
+  const std::string& path = scratch.path;
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);

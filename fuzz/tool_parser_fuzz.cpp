@@ -1,4 +1,4 @@
-// libFuzzer target: model output as the tool-call parsers read it (server/tool_parser.h), in both
+// libFuzzer target: model output as the tool-call parsers read it (server/tools/tool_parser.h), in both
 // chat formats. The first byte seeds where the streamed parse splits the rest (the text): single
 // split points (every one while the text is short) and random sets of them. The whole parse and every streamed parse must
 // put together the same content and calls, the deltas must have their shape (indices from 0 in
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 
 namespace {
 

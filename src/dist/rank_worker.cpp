@@ -27,7 +27,7 @@ std::unique_ptr<Model> open_shard(MpiCollectives& comm, const OpenRequest& req, 
                                                          std::to_string(req.tp) + ", dcp " + std::to_string(req.dcp));
   // Tensor parallel over all ranks (tp 1: each holds the whole model); dcp groups of
   // consecutive ranks.
-  TensorShard shard{req.tp > 1 ? rank : 0, req.tp, rank % req.dcp, req.dcp};
+  const TensorShard shard = rank_shard(rank, req.tp, req.dcp);
   std::shared_ptr<Collectives> tp_comm, dcp_comm;
   if (req.tp > 1) tp_comm = std::shared_ptr<Collectives>(&comm, [](Collectives*) {});  // the world outlives every model
   if (req.dcp > 1) dcp_comm = comm.split(rank / req.dcp);

@@ -292,6 +292,10 @@ void EngineLoop::step() {
   count_admissions(plan);
   if (verifier_) count_chosen(plan);
   mark[PhaseSchedule + 1] = Clock::now();
+  // Claimed states go into their slots before the draft phase: a resumed sequence's draft
+  // state is part of the restore (spec/spec_memory.h), and the draft feeds the resumed prefill
+  // chunk from it.
+  for (const StateRestore& r : plan.restores) cache_->restore_state(r.slot, r.state);
   if (drafter_) draft(plan);
   mark[PhaseDraft + 1] = drafter_ ? Clock::now() : mark[PhaseDraft];  // zero: no draft phase
   forward(plan);
@@ -593,7 +597,6 @@ void EngineLoop::count_admissions(const StepPlan& plan) {
 }
 
 void EngineLoop::forward(const StepPlan& plan) {
-  for (const StateRestore& r : plan.restores) cache_->restore_state(r.slot, r.state);
   ForwardBatch batch{std::span<const int32_t>(plan.tokens), std::span<const SeqChunk>(plan.chunks)};
   model_->forward(batch, logits_.data());
   for (const StateSave& sv : plan.saves) cache_->save_state(sv.slot, sv.hash);

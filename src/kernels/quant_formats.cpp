@@ -18,6 +18,14 @@ uint16_t load_u16(const uint8_t* p) {
 }
 void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
+// The f16 scale of a block, saturated at the largest finite f16 (65504): a block too large for
+// f16 gets its codes clamped at the format's ends instead of an infinite scale, which decodes
+// every weight of the block to NaN or infinity (0 * inf).
+uint16_t f16_scale(float v) {
+  const uint16_t h = f32_to_f16(v);
+  return (h & 0x7c00) == 0x7c00 && std::isfinite(v) ? uint16_t((h & 0x8000) | 0x7bff) : h;
+}
+
 float max_abs(const float* x) {
   float a = 0;
   for (int i = 0; i < kQuantBlock; ++i) a = std::max(a, std::fabs(x[i]));
@@ -92,7 +100,7 @@ void quantize_row(QuantFormat f, const float* x, int k, uint8_t* codes, uint8_t*
     const float* xb = x + size_t(b) * kQuantBlock;
     switch (f) {
       case QuantFormat::Q8_0: {
-        const uint16_t d16 = f32_to_f16(max_abs(xb) / 127.f);
+        const uint16_t d16 = f16_scale(max_abs(xb) / 127.f);
         store_u16(scales + 2 * size_t(b), d16);
         const float d = f16_to_f32(d16);  // codes against the scale as stored
         auto* q = reinterpret_cast<int8_t*>(codes) + size_t(b) * kQuantBlock;
@@ -106,7 +114,7 @@ void quantize_row(QuantFormat f, const float* x, int k, uint8_t* codes, uint8_t*
         float m = 0;
         for (int i = 0; i < kQuantBlock; ++i)
           if (std::fabs(xb[i]) > std::fabs(m)) m = xb[i];
-        const uint16_t d16 = f32_to_f16(m / -8.f);
+        const uint16_t d16 = f16_scale(m / -8.f);
         store_u16(scales + 2 * size_t(b), d16);
         const float d = f16_to_f32(d16);
         for (int i = 0; i < kQuantBlock; ++i) {

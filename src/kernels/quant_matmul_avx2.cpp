@@ -26,8 +26,10 @@ inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_
 // The 8 scales of lanes [8h, 8h + 8) as f32.
 inline __m256 half_scales(QuantFormat f, const uint8_t* blk, int h) {
   if (f == QuantFormat::MXFP4) {
+    // 2^(e - 127) is the float of bits e << 23, except e = 0: 2^-127, the subnormal 0x00400000.
     const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 8 * h)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+    const __m256i zero = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(e, 23), _mm256_and_si256(zero, _mm256_set1_epi32(0x00400000))));
   }
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
 }

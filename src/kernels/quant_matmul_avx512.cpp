@@ -32,9 +32,12 @@ constexpr __mmask16 kAll = 0xffff;
 // The 16 scales of a panel block as f32.
 inline __m512 block_scales(QuantFormat f, const uint8_t* blk) {
   if (f == QuantFormat::MXFP4) {
-    // E8M0 e is 2^(e - 127): the bits of that float are e << 23 (e = 0 reads as 0).
+    // E8M0 e is 2^(e - 127): the bits of that float are e << 23, except e = 0, whose 2^-127 is
+    // the subnormal 0x00400000 (as quant_block_scale, the scalar kernel and ggml read it).
     const __m512i e = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, e, 23));
+    const __m512i bits = _mm512_maskz_slli_epi32(kAll, e, 23);
+    return _mm512_castsi512_ps(
+        _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000)));
   }
   return _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
 }

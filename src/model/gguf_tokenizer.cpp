@@ -95,9 +95,20 @@ void write_gguf_tokenizer(const std::string& tokenizer_json, const std::string& 
   // The split regex: a Split stage's, or ByteLevel's own (GPT-2's) when it splits by itself.
   std::string pattern;
   const json& pre = j.value("pre_tokenizer", json());
+  // GGUF names the regex only: a stage that does more than split out its matches (a prefix
+  // space, another Split behaviour, an inverted one) has no GGUF form, and dropping it would
+  // write a tokenizer that encodes differently.
   auto stage = [&](const json& s) {
-    if (s.value("type", "") == "Split" && s.contains("pattern") && s["pattern"].contains("Regex")) pattern = s["pattern"]["Regex"];
-    if (s.value("type", "") == "ByteLevel" && s.value("use_regex", true) && pattern.empty()) pattern = kGpt2SplitPattern;
+    if (s.value("type", "") == "Split") {
+      DS_CHECK(s.value("behavior", "Isolated") == "Isolated" && !s.value("invert", false),
+               where + ": a Split pre-tokenizer other than Isolated and not inverted has no GGUF form");
+      if (s.contains("pattern") && s["pattern"].contains("Regex")) pattern = s["pattern"]["Regex"];
+    }
+    if (s.value("type", "") == "ByteLevel") {
+      // Missing, add_prefix_space is true (Hugging Face's default, which tokenizer/ reads too).
+      DS_CHECK(!s.value("add_prefix_space", true), where + ": ByteLevel's add_prefix_space has no GGUF form for BPE");
+      if (s.value("use_regex", true) && pattern.empty()) pattern = kGpt2SplitPattern;
+    }
   };
   if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers"))
     for (const json& s : pre["pretokenizers"]) stage(s);

@@ -1,6 +1,7 @@
 // What one rank of a tensor-parallel group holds and how its share of a layer meets the others'.
-// The model stays ignorant of the transport: dist/ implements Collectives over MPI, and a model
-// built without one (a single process) never calls it.
+// The model stays ignorant of the transport: dist/ implements Collectives over MPI,
+// model/thread_collectives.h between threads of one process, and a model built without one (a
+// single process) never calls it.
 #pragma once
 #include <cstddef>
 
@@ -19,6 +20,11 @@ struct TensorShard {
   int dcp = 1;
   bool split() const { return size > 1; }
 };
+
+// Rank `rank`'s shard in a run of max(tp, dcp) ranks (docs/ranks.md): tensor parallel over all
+// ranks (tp 1: every rank holds the whole model), dcp groups of consecutive ranks (this rank's
+// group is rank / dcp). One layout for MPI ranks and ranks that are threads.
+inline TensorShard rank_shard(int rank, int tp, int dcp) { return TensorShard{tp > 1 ? rank : 0, tp, rank % dcp, dcp}; }
 
 // The collectives a sharded forward needs, over the ranks of one tensor-parallel group. Every
 // rank calls them in the same order with the same sizes (the step plan is the same everywhere).

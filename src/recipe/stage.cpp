@@ -21,13 +21,14 @@ namespace fs = std::filesystem;
 // description, so two launchers (processes, or threads with their own open()) exclude each other.
 class FileLock {
  public:
-  FileLock(const std::string& path, bool* waited) {
+  FileLock(const std::string& path, bool* waited, const std::function<void()>& on_wait) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     DS_CHECK(fd_ >= 0, "cannot open the staging lock " + path + ": " + std::strerror(errno));
     *waited = false;
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
     DS_CHECK(errno == EWOULDBLOCK, "cannot lock " + path + ": " + std::strerror(errno));
     *waited = true;
+    if (on_wait) on_wait();
     while (::flock(fd_, LOCK_EX) != 0) DS_CHECK(errno == EINTR, "cannot lock " + path + ": " + std::strerror(errno));
   }
   ~FileLock() {
@@ -74,7 +75,7 @@ StagedModel stage_model(const std::string& model_dir, const std::string& cache_d
   m.path = (fs::path(cache_dir) / name).string();
 
   bool waited = false;
-  FileLock lock((fs::path(cache_dir) / ("." + name + ".lock")).string(), &waited);
+  FileLock lock((fs::path(cache_dir) / ("." + name + ".lock")).string(), &waited, o.on_wait);
   if (fs::is_directory(m.path)) {
     m.outcome = waited ? StageOutcome::Waited : StageOutcome::Reused;
   } else {

@@ -28,6 +28,9 @@ struct StagedModel {
 struct StageOptions {
   // Test hook: runs after the copy is complete, before it is renamed into place (the lock held).
   std::function<void()> before_publish;
+  // Test hook: runs when this launcher finds the model's lock held by another, just before it
+  // waits for it (so a test can tell when a second launcher is certain to wait, without sleeping).
+  std::function<void()> on_wait;
 };
 
 // Stages the regular files of `model_dir` (a flat model folder: config, weights, tokenizer).

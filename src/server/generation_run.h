@@ -24,7 +24,7 @@
 #include "server/openai_response.h"
 #include "server/server_context.h"
 #include "server/text_output.h"
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 
 namespace ds::server {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds::server {

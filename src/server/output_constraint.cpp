@@ -8,7 +8,7 @@
 #include "grammar/token_constraint.h"
 #include "grammar/token_vocabulary.h"
 #include "server/api_error.h"
-#include "server/tool_call_grammar.h"
+#include "server/tools/tool_call_grammar.h"
 
 namespace ds::server {
 
@@ -38,7 +38,7 @@ std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary(const Tokeniz
   std::vector<std::string> bytes(size_t(std::max(model_vocab, 0)));
   for (int32_t id = 0; id < model_vocab && id < tok.vocab_size(); ++id) {
     if (!tok.defines(id)) continue;
-    // A marker's special token gets its private byte (server/tool_call_grammar.h). Other
+    // A marker's special token gets its private byte (server/tools/tool_call_grammar.h). Other
     // special tokens (turn markers, end of text) spell nothing a grammar may produce; the
     // engine admits the end tokens itself once the output is complete.
     if (tok.is_special(id)) {

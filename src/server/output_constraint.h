@@ -1,5 +1,5 @@
 // Output constraints of chat requests: response_format json_object / json_schema, and the forced
-// call of tool_choice "required" or a named function (server/tool_call_grammar.h), compiled to
+// call of tool_choice "required" or a named function (server/tools/tool_call_grammar.h), compiled to
 // token-level grammars over the model's vocabulary.
 //
 // A compiled grammar carries the cache of token masks its requests computed, so grammars are
@@ -26,8 +26,8 @@
 
 #include "grammar/grammar.h"
 #include "server/openai_request.h"
-#include "server/tool_call_grammar.h"
-#include "server/tool_parser.h"
+#include "server/tools/tool_call_grammar.h"
+#include "server/tools/tool_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 

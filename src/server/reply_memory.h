@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "server/generation_request.h"
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 
 namespace ds::server {
 

@@ -1,4 +1,4 @@
-// Verification of one speculative round (docs/speculative-decoding.md; DESIGN.md section 6):
+// Verification of one speculative round (docs/speculative-decoding.md):
 // the target scored k+1 rows (row i: its distribution after the draft's first i tokens); the
 // verifier decides how many draft tokens to accept and which token follows them. Every draw
 // comes from the request's own stream, so a seeded request repeats.

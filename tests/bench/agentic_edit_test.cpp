@@ -13,6 +13,8 @@
 
 #include "bench/agentic_edit.h"
 #include "core/error.h"
+#include "../support/wait_until.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds::bench {
 namespace {
@@ -21,6 +23,7 @@ using nlohmann::json;
 
 std::filesystem::path temp_corpus(bool with_missing) {
   const auto dir = std::filesystem::temp_directory_path() / ("ds-edit-" + std::to_string(::getpid()));
+  ds::test::remove_at_exit(dir.string());
   std::filesystem::create_directories(dir / "pkg");
   std::ofstream(dir / "a.py") << "import os\n\n\nclass A:\n    def first(self, x):\n        return x + 1\n\n"
                                  "    def second(self):\n        return 2\n";
@@ -79,7 +82,8 @@ class ChatStub {
     });
     port_ = srv_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
-    while (!srv_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // A server that never comes up fails here instead of hanging the run.
+    if (!ds::test::wait_until([this] { return srv_.is_running(); })) throw std::runtime_error("the stub server did not start");
   }
   ~ChatStub() {
     srv_.stop();

@@ -14,6 +14,7 @@
 #include "bench/bench.h"
 #include "bench/results.h"
 #include "core/error.h"
+#include "../support/wait_until.h"
 
 namespace ds::bench {
 namespace {
@@ -72,7 +73,8 @@ class StubServer {
     });
     port_ = srv_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
-    while (!srv_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // A server that never comes up fails here instead of hanging the run.
+    if (!ds::test::wait_until([this] { return srv_.is_running(); })) throw std::runtime_error("the stub server did not start");
   }
   ~StubServer() {
     srv_.stop();

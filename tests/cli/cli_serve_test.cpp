@@ -20,6 +20,7 @@
 #include "../support/missing_dependency.h"
 #include "serve_process.h"
 #include "server_harness.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds {
 namespace {
@@ -38,7 +39,7 @@ const TinyModel& tiny_model_made() {
     TinyModel r;
     r.cli_built = fs::exists(DS_CLI);
     if (!r.cli_built) return r;
-    const std::string d = (fs::temp_directory_path() / ("ds_cli_serve_" + std::to_string(getpid()))).string();
+    const std::string d = ds::test::remove_at_exit((fs::temp_directory_path() / ("ds_cli_serve_" + std::to_string(getpid()))).string());
     int st = 0;
     const std::string cmd = std::string(DS_CLI) + " make-model --preset tiny-hybrid --seed 1 --out " + d;
     const std::string out = run_capture(cmd, &st);
@@ -147,7 +148,7 @@ TEST(CliServe, AFlagWithoutTheFlagItNeedsNamesTheMissingOne) {
 
 TEST(CliServe, SpeculativeServerSaysSyntheticAcceptanceAndCountsPredictionTokens) {
   REQUIRE_TINY_MODEL();
-  const std::string golden = (fs::temp_directory_path() / ("ds_golden_" + std::to_string(getpid()) + ".yaml")).string();
+  const std::string golden = ds::test::remove_at_exit((fs::temp_directory_path() / ("ds_golden_" + std::to_string(getpid()) + ".yaml")).string());
   std::ofstream(golden) << "model: tiny\nthinking_on:\n  1: 1.8\n  3: 3.0\n";
   ServeProcess p({"--threads", "2", "--draft-model", tiny_model(), "--num-speculative-tokens", "3", "--golden-al", golden,
                   "--state-rollback", "replay"});

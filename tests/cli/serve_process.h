@@ -17,6 +17,7 @@
 
 #include "../server/server_harness.h"
 #include "../support/run_capture.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds::testing {
 
@@ -25,7 +26,8 @@ class ServeProcess {
   // `serve_args`: everything after `deltaserve serve` but the port, which is chosen here.
   explicit ServeProcess(const std::vector<std::string>& serve_args) : port_(free_port()) {
     namespace fs = std::filesystem;
-    log_ = (fs::temp_directory_path() / ("ds_serve_" + std::to_string(getpid()) + "_" + std::to_string(port_) + ".log")).string();
+    log_ = ds::test::remove_at_exit(
+        (fs::temp_directory_path() / ("ds_serve_" + std::to_string(getpid()) + "_" + std::to_string(port_) + ".log")).string());
     std::vector<std::string> args = {DS_CLI, "serve", "--port", std::to_string(port_)};
     args.insert(args.end(), serve_args.begin(), serve_args.end());
     pid_ = fork();

@@ -8,7 +8,19 @@ MPIRUN=$2
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TINY=$ROOT/tests/data/models/tiny-hybrid-f32
 WORK=$(mktemp -d)
-trap 'pkill -9 -f "serve --model $TINY --tp 2 --port" 2>/dev/null; pkill -9 -f "serve --model $ROOT/models/deltacoder --dcp 2 --port" 2>/dev/null; rm -rf "$WORK"; true' EXIT
+# On exit, only what this script started goes: each server recorded in STARTED with every process
+# below it (mpirun's ranks), never a match on command lines that could hit someone else's run.
+STARTED=()
+tree() { local c; for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$c"; done; echo "$1"; }
+cleanup() {
+  local p q
+  for p in "${STARTED[@]}"; do
+    for q in $(tree "$p"); do kill -CONT "$q" 2>/dev/null; kill -9 "$q" 2>/dev/null; done
+  done
+  rm -rf "$WORK"
+  true
+}
+trap cleanup EXIT
 MPI=("$MPIRUN" -np 2 --oversubscribe --allow-run-as-root)
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -39,6 +51,7 @@ rank_pid_of() {  # the pid of rank $2 of the processes whose command line has $1
 start() {  # port, extra flags; sets SRV (mpirun's pid)
   "${MPI[@]}" "$CLI" serve --model "$TINY" --tp 2 --port "$1" --threads 1 "${@:2}" >"$WORK/log_$1" 2>&1 &
   SRV=$!
+  STARTED+=("$SRV")
   for _ in $(seq 1 120); do
     curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
     kill -0 $SRV 2>/dev/null || break
@@ -75,6 +88,7 @@ echo "ok: serves with 2 ranks, reports them, drains on SIGTERM"
 P=$(port)
 "$CLI" serve --model "$ROOT/models/deltacoder" --port "$P" --threads 1 >"$WORK/log_one" 2>&1 &
 ONE=$!
+STARTED+=("$ONE")
 for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$P/health" >/dev/null 2>&1 && break; sleep 0.25; done
 REQ='{"prompt":"def fibonacci(n):","max_tokens":24,"temperature":0}'
 one=$(curl -sf "http://127.0.0.1:$P/v1/completions" -H 'content-type: application/json' -d "$REQ" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
@@ -82,6 +96,7 @@ kill -TERM $ONE; wait $ONE
 P=$(port)
 "${MPI[@]}" "$CLI" serve --model "$ROOT/models/deltacoder" --dcp 2 --port "$P" --threads 1 >"$WORK/log_dcp" 2>&1 &
 SRV=$!
+STARTED+=("$SRV")
 for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$P/health" >/dev/null 2>&1 && break; sleep 0.25; done
 two=$(curl -sf "http://127.0.0.1:$P/v1/completions" -H 'content-type: application/json' -d "$REQ" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])')
 kill -TERM "$(rank_pid_of "serve --model $ROOT/models/deltacoder --dcp 2 --port $P" 0)"

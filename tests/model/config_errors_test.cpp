@@ -10,6 +10,7 @@
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
 #include "model_util.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds {
 namespace {
@@ -121,7 +122,7 @@ TEST(ModelConfig, KimiLayerKindsFollowTheRealConvention) {
 
 TEST(ModelLoad, MissingTensorIsNamed) {
   const std::string src = test::preset_dir("tiny-hybrid", 1, "f32");
-  const std::string dir = src + "-missing";
+  const std::string dir = test::remove_at_exit(src + "-missing");
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(src + "/config.json", dir + "/config.json", std::filesystem::copy_options::overwrite_existing);
   {

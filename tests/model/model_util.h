@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds::test {
 
@@ -20,6 +21,7 @@ inline std::string preset_dir(const std::string& preset, int seed, const std::st
                            ("ds-test-" + std::to_string(::getpid()) + "-" + preset + "-" + std::to_string(seed) + "-" + dtype))
                               .string();
   if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    remove_at_exit(dir);
     const std::string cmd = std::string(DS_CLI) + " make-model --preset " + preset + " --seed " + std::to_string(seed) +
                             " --dtype " + dtype + " --out " + dir + " 2>/dev/null";
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);

@@ -120,8 +120,16 @@ TEST_P(QuantizedCheckpoint, ComputesWhatItsDequantizedWeightsDo) {
   const double rel = std::sqrt(d2o / double(lq.size())) / rms(lo);
   std::printf("%s: logits vs dequantized max %.2g, rms %.4f; vs original rms %.4f of the logits' rms\n", tag.c_str(), worst,
               rel_deq, rel);
-  if (f == QuantFormat::Q8_0) EXPECT_LT(rel, 0.02) << tag;
-  else EXPECT_LT(rel, 0.5) << tag;
+  if (f == QuantFormat::Q8_0) {
+    EXPECT_LT(rel, 0.02) << tag;
+  } else {
+    // The 4-bit formats' error, measured (Release, AVX-512; the quantized kernels are
+    // bit-identical on every ISA) and held to it plus 15%: a format that rounds a little worse
+    // (a wrong tie rule, an off-by-one scale, a lost level) shows here, where 50% let it pass.
+    const double measured = model == "tiny-hybrid-f32" ? (f == QuantFormat::Q4_0 ? 0.1372 : 0.1651)
+                                                       : (f == QuantFormat::Q4_0 ? 0.0877 : 0.1174);
+    EXPECT_LT(rel, measured * 1.15) << tag << " (measured " << measured << ")";
+  }
   fs::remove_all(qdir);
   fs::remove_all(qdir + "-deq");
 }

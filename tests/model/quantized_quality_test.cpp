@@ -1,8 +1,9 @@
 // Quality of the bundled deltacoder under each weight format and KV cache dtype: bits per byte
 // on held-out Python (the files tools/train/corpus.json held out of training), the measure
 // tools/train/export.py reports in metrics.json. The figures are printed for the record; the
-// test holds q8_0 within 1% of the checkpoint's own bf16 weights, and every format within the
-// range where it still models the text (better than the unigram baseline in metrics.json).
+// test holds q8_0 within 1% of the checkpoint's own bf16 weights, the 4-bit formats to their
+// measured values plus a margin (and their loss against bf16 to the measured one plus half a
+// point), and every format better than the unigram baseline in metrics.json.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "kernels/quant_formats.h"
 #include "model/quantize.h"
 #include "model_util.h"
+#include "../support/missing_dependency.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds {
@@ -34,7 +36,11 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-// The held-out files' text, concatenated, cut at kHeldOutBytes; empty when they are missing.
+// The held-out text: the first kHeldOutBytes of the held-out files of tools/train/corpus.json,
+// concatenated in their listed order, read from where the corpus came from: Debian 12's Python
+// standard library (/usr/lib/python3.11, package libpython3.11-minimal, which scripts/setup's
+// python3 packages bring). Not copied into the repository: it is another project's text. The
+// first held-out file, ast.py, is longer than the cut. Empty when a file is missing.
 std::string held_out_text() {
   const auto corpus = nlohmann::json::parse(read_file(std::string(DS_SOURCE_DIR) + "/tools/train/corpus.json"));
   std::string text;
@@ -44,7 +50,7 @@ std::string held_out_text() {
     text += read_file(p);
     if (text.size() >= kHeldOutBytes) break;
   }
-  return text.substr(0, kHeldOutBytes);
+  return text.size() >= kHeldOutBytes ? text.substr(0, kHeldOutBytes) : std::string();
 }
 
 // sum(-log2 p(token)) / sum(bytes of token) over windows of kWindow tokens (each predicts its
@@ -69,7 +75,9 @@ double bits_per_byte(const std::string& model_dir, KvDtype kv, const Tokenizer& 
 
 TEST(QuantizedQuality, HeldOutBitsPerByteOfEachFormatAndKvDtype) {
   const std::string text = held_out_text();
-  if (text.empty()) GTEST_SKIP() << "the held-out files of tools/train/corpus.json are not on this machine";
+  // scripts/setup installs Python: missing under CI, the check silently did not happen, which CI
+  // must not pass as a skip.
+  DS_REQUIRE_DEPENDENCY(!text.empty(), "the held-out files of tools/train/corpus.json (Debian 12's /usr/lib/python3.11) are missing");
   const Tokenizer tok = Tokenizer::load(kDeltacoder + "/tokenizer.json");
   const std::vector<int32_t> ids = tok.encode(text, /*allow_special=*/false);
   const double unigram = nlohmann::json::parse(read_file(kDeltacoder + "/metrics.json"))["bits_per_byte"]["unigram"];
@@ -89,6 +97,16 @@ TEST(QuantizedQuality, HeldOutBitsPerByteOfEachFormatAndKvDtype) {
       EXPECT_LT(std::fabs(b / bf16 - 1), 0.01) << "q8_0 must stay within 1% of bf16";
     }
     EXPECT_LT(b, unigram) << quant_format_name(f) << " no longer models the text";
+    if (f != QuantFormat::Q8_0) {
+      // Measured (Release, AVX-512; the quantized kernels are bit-identical on every ISA):
+      // bf16 1.2730, q4_0 1.2758 (+0.22%), mxfp4 1.2801 (+0.56%). Held to the measured value plus
+      // 15%, and, tighter, to the measured loss against this run's own bf16 plus half a point
+      // (a shared change of the numerics cancels there): codes truncated instead of rounded
+      // cost q4_0 +1.61%, which the 15% alone would let pass.
+      const double measured = f == QuantFormat::Q4_0 ? 1.2758 : 1.2801, loss = f == QuantFormat::Q4_0 ? 0.0022 : 0.0056;
+      EXPECT_LT(b, measured * 1.15) << quant_format_name(f) << " (measured " << measured << ")";
+      EXPECT_LT(b / bf16 - 1, loss + 0.005) << quant_format_name(f) << " loses more against bf16 than measured (" << loss << ")";
+    }
     fs::remove_all(dir);
   }
   for (KvDtype kv : {KvDtype::BF16, KvDtype::Fp8E4M3}) {

@@ -23,14 +23,8 @@ namespace ds::recipe {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::read_text;
 using testing::TempDir;
-
-std::string read(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 TEST(Launch, StartedProcessesSeeNoProxyVariable) {
   TempDir d("launch_env");
@@ -44,7 +38,7 @@ TEST(Launch, StartedProcessesSeeNoProxyVariable) {
   for (const char* v : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"})
     unsetenv(v);
   unsetenv("NO_PROXY");
-  const std::string env = read(out);
+  const std::string env = read_text(out);
   EXPECT_EQ(env.find("proxy.invalid"), std::string::npos) << env;
   EXPECT_EQ(env.find("example.com"), std::string::npos);
   EXPECT_NE(env.find("NO_PROXY=127.0.0.1,localhost,::1"), std::string::npos);
@@ -69,7 +63,7 @@ TEST(Launch, WrongServedNameStopsThePointWithTheMessage) {
     msg = e.what();
   }
   stop_process(pid, 30);
-  EXPECT_NE(msg.find("lists 'other'"), std::string::npos) << msg << "\n" << read(d.path / "server.log");
+  EXPECT_NE(msg.find("lists 'other'"), std::string::npos) << msg << "\n" << read_text(d.path / "server.log");
   EXPECT_NE(msg.find("not 'tiny' that the bench sends"), std::string::npos) << msg;
 }
 
@@ -109,7 +103,7 @@ TEST(RecipeRun, SmallSweepStagesReusesAServerLedgersAndReports) {
   const RunSummary s = run_recipe(load_recipe(path), o);
   std::string all;
   for (const auto& l : lines) all += l + "\n";
-  ASSERT_EQ(s.points_ok, 2) << all << read(d.path / "out/points/c1/server.log") << read(d.path / "out/points/c1/bench.log");
+  ASSERT_EQ(s.points_ok, 2) << all << read_text(d.path / "out/points/c1/server.log") << read_text(d.path / "out/points/c1/bench.log");
   EXPECT_EQ(s.points_failed, 0);
   EXPECT_NE(all.find("(copied)"), std::string::npos) << all;
   EXPECT_NE(all.find("c=2: reuses the server started for c=1"), std::string::npos) << all;
@@ -129,7 +123,7 @@ TEST(RecipeRun, SmallSweepStagesReusesAServerLedgersAndReports) {
   EXPECT_EQ(entries[0]["server_reused"], false);
   EXPECT_EQ(entries[1]["server_reused"], true);
   ASSERT_FALSE(s.report.empty());
-  EXPECT_NE(read(s.report).find("tiny-sweep"), std::string::npos);
+  EXPECT_NE(read_text(s.report).find("tiny-sweep"), std::string::npos);
 
   // A second run reuses the staged copy and extends the same chain.
   const RunSummary again = run_recipe(load_recipe(path), o);

@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "core/error.h"
 #include "recipe_test_util.h"
@@ -13,14 +15,9 @@
 namespace ds::recipe {
 namespace {
 
+using testing::read_text;
 using testing::TempDir;
 
-std::string read(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 void write(const std::string& p, const std::string& text) { std::ofstream(p) << text; }
 
 std::string three_entries(const TempDir& d) {
@@ -50,7 +47,7 @@ TEST(Ledger, AppendsAndReadsBack) {
 TEST(Ledger, EditedFigureIsDetected) {
   TempDir d("ledger_edit");
   const std::string p = three_entries(d);
-  std::string t = read(p);
+  std::string t = read_text(p);
   t.replace(t.find("201.0"), 5, "999.0");  // entry 1's figure, made better
   write(p, t);
   expect_refused(p, "entry 1 (line 2) changed");
@@ -60,7 +57,7 @@ TEST(Ledger, EditedFigureIsDetected) {
 TEST(Ledger, RemovedEntryIsDetected) {
   TempDir d("ledger_remove");
   const std::string p = three_entries(d);
-  std::string t = read(p);
+  std::string t = read_text(p);
   const size_t a = t.find('\n') + 1, b = t.find('\n', a) + 1;
   t.erase(a, b - a);
   write(p, t);
@@ -70,7 +67,7 @@ TEST(Ledger, RemovedEntryIsDetected) {
 TEST(Ledger, TruncatedLedgerIsDetected) {
   TempDir d("ledger_trunc");
   const std::string p = three_entries(d);
-  std::string t = read(p);
+  std::string t = read_text(p);
   t.resize(t.size() - 10);
   write(p, t);
   expect_refused(p, "entry 2");
@@ -80,7 +77,7 @@ TEST(Ledger, RewrittenHashWithoutItsChainIsDetected) {
   // Editing a figure and recomputing only that line's hash breaks the next entry's link.
   TempDir d("ledger_rehash");
   const std::string p = three_entries(d);
-  std::string t = read(p);
+  std::string t = read_text(p);
   const size_t a = t.find('\n') + 1, b = t.find('\n', a);
   nlohmann::json j = nlohmann::json::parse(t.substr(a, b - a));
   j["entry"]["output_tok_s"] = 999.0;
@@ -90,13 +87,79 @@ TEST(Ledger, RewrittenHashWithoutItsChainIsDetected) {
   expect_refused(p, "entry 1 (line 2) changed");
 }
 
+// The chain's end is checked as its start is: an edit of the newest entry (the one a run just
+// wrote, and the likeliest to be "corrected") is refused too, by reading and by appending.
+TEST(Ledger, EditedLastEntryIsDetected) {
+  TempDir d("ledger_edit_last");
+  const std::string p = three_entries(d);
+  std::string t = read_text(p);
+  const size_t last = t.rfind('\n', t.size() - 2) + 1;
+  const size_t at = t.find("301.5", last);
+  ASSERT_NE(at, std::string::npos) << t;
+  t.replace(at, 5, "999.5");  // entry 2's figure, made better
+  write(p, t);
+  expect_refused(p, "entry 2 (line 3) changed");
+  EXPECT_THROW(read_ledger(p), Error);
+}
+
+// Lines of a ledger, each with its newline.
+std::vector<std::string> lines_of(const std::string& t) {
+  std::vector<std::string> out;
+  for (size_t a = 0; a < t.size();) {
+    const size_t b = t.find('\n', a) + 1;
+    out.push_back(t.substr(a, b - a));
+    a = b;
+  }
+  return out;
+}
+std::string joined(const std::vector<std::string>& lines) {
+  std::string t;
+  for (const auto& l : lines) t += l;
+  return t;
+}
+
+// The last two entries swapped: as they were written, with their seq renumbered to fit their new
+// places, and with seq and prev both rewritten (so only the hash can tell). Each is refused at
+// the first line out of place.
+TEST(Ledger, LastTwoEntriesReorderedAreDetected) {
+  TempDir d("ledger_reorder");
+  const std::string p = three_entries(d);
+  const std::vector<std::string> good = lines_of(read_text(p));
+  ASSERT_EQ(good.size(), 3u);
+  auto swapped = [&](bool renumber, bool relink) {
+    std::vector<std::string> l = good;
+    std::swap(l[1], l[2]);
+    std::string prev = nlohmann::json::parse(l[0])["hash"];
+    for (int i = 1; i < 3; ++i) {
+      nlohmann::json j = nlohmann::json::parse(l[size_t(i)]);
+      if (renumber) j["seq"] = i;
+      if (relink) j["prev"] = prev;
+      prev = j["hash"];
+      l[size_t(i)] = j.dump() + "\n";
+    }
+    return joined(l);
+  };
+  for (const auto& [renumber, relink, why] : std::vector<std::tuple<bool, bool, std::string>>{
+           {false, false, "entry 1 (line 2) has seq 2"},
+           {true, false, "entry 1 (line 2) does not follow the entry before it"},
+           {true, true, "entry 1 (line 2) changed"}}) {
+    SCOPED_TRACE(why);
+    write(p, swapped(renumber, relink));
+    expect_refused(p, why);
+    EXPECT_THROW(read_ledger(p), Error);
+  }
+  // The same lines in their order are a good ledger: the checks above saw the order, nothing else.
+  write(p, joined(good));
+  EXPECT_EQ(read_ledger(p).size(), 3u);
+}
+
 // An entry nested a million levels deep once parsed, then overflowed the stack when the chain
 // check dumped it to hash it (`recipe run` crashed on such a ledger). Parsing now refuses it,
 // naming the limit, before anything walks it; so does every other deep shape.
 TEST(Ledger, ADeeplyNestedEntryIsRefusedNamingTheLimit) {
   TempDir d("ledger_deep");
   const std::string p = three_entries(d);
-  const std::string good = read(p);
+  const std::string good = read_text(p);
   // The line links to the entry before it, so the old check got as far as hashing (dumping) it.
   const size_t last = good.rfind('\n', good.size() - 2) + 1;
   const std::string prev = nlohmann::json::parse(good.substr(last))["hash"];

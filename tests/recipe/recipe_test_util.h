@@ -4,11 +4,18 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "../support/free_port.h"
 
 namespace ds::recipe::testing {
+
+// A file's whole text ("" when it cannot be read).
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
 
 // A fresh folder per test, removed at the end.
 struct TempDir {

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <filesystem>
 #include <thread>
 
+#include "../support/wait_until.h"
 #include "recipe_test_util.h"
 
 namespace ds::recipe {
@@ -18,12 +18,26 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
+// stage_model on a launcher's thread: an error there is a test failure, not std::terminate.
+StagedModel staged_or_failure(const std::string& src, const std::string& cache, const StageOptions& o) {
+  try {
+    return stage_model(src, cache, o);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "staging failed: " << e.what();
+    return {};
+  }
+}
+
+// The first launcher publishes only once the second has found the lock held (the on_wait hook),
+// so the second is certain to wait, on any machine at any speed: no sleep decides the order, and
+// the bounded waits only catch a hang (a lock that never excludes anyone leaves the first
+// launcher waiting for a second that never waits).
 TEST(Stage, TwoLaunchersAtOnceCopyOnceTheOtherWaitsAndReuses) {
   TempDir d("stage_two");
   d.file("model/config.json", "{}");
   d.file("model/model.safetensors", std::string(1 << 20, 'w'));
   const std::string src = (d.path / "model").string(), cache = (d.path / "cache").string();
-  std::atomic<bool> copying{false};
+  std::atomic<bool> copying{false}, second_waits{false};
   std::atomic<int> copies{0};
   StagedModel a, b;
   std::thread first([&] {
@@ -31,18 +45,21 @@ TEST(Stage, TwoLaunchersAtOnceCopyOnceTheOtherWaitsAndReuses) {
     o.before_publish = [&] {
       ++copies;
       copying = true;
-      // The second launcher arrives while the copy is complete but not yet published.
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      EXPECT_TRUE(ds::test::wait_until([&] { return second_waits.load(); }))
+          << "the second launcher never found the lock held while the first copied";
       EXPECT_EQ(fs::exists(cache) ? std::distance(fs::directory_iterator(cache), {}) : 0, 2)
           << "only the lock and the partial copy exist before the rename";
     };
-    a = stage_model(src, cache, o);
+    a = staged_or_failure(src, cache, o);
   });
-  while (!copying) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The second starts once the first holds the lock (it is copying). Not an ASSERT: the threads
+  // must be joined whatever happens.
+  EXPECT_TRUE(ds::test::wait_until([&] { return copying.load(); })) << "the first launcher never reached its copy";
   std::thread second([&] {
     StageOptions o;
     o.before_publish = [&] { ++copies; };
-    b = stage_model(src, cache, o);
+    o.on_wait = [&] { second_waits = true; };
+    b = staged_or_failure(src, cache, o);
   });
   first.join();
   second.join();
@@ -52,7 +69,9 @@ TEST(Stage, TwoLaunchersAtOnceCopyOnceTheOtherWaitsAndReuses) {
   EXPECT_EQ(a.path, b.path);
   EXPECT_EQ(fs::file_size(fs::path(a.path) / "model.safetensors"), size_t(1 << 20));
   // A third launcher later finds it without waiting.
-  EXPECT_EQ(stage_model(src, cache).outcome, StageOutcome::Reused);
+  StageOptions third;
+  third.on_wait = [] { ADD_FAILURE() << "the third launcher waited on a lock nobody holds"; };
+  EXPECT_EQ(stage_model(src, cache, third).outcome, StageOutcome::Reused);
 }
 
 TEST(Stage, StalePartialCopyIsReplacedAndChangedModelIsANewEntry) {

@@ -1,7 +1,7 @@
 // The output constraints of chat requests end to end below the engine: a request's tools or
 // response_format compiled by OutputConstraints, then random walks through the token mask (any
 // allowed token, chosen at random, until the grammar is complete) whose text must parse back
-// (server/tool_parser.h) into calls to declared tools with arguments that satisfy the tool's
+// (server/tools/tool_parser.h) into calls to declared tools with arguments that satisfy the tool's
 // schema. A walk is a model that may say anything the mask lets through: if a walk can produce
 // output that does not parse, so can a model.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include "grammar/token_constraint.h"
 #include "server/api_error.h"
 #include "server/output_constraint.h"
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -1,6 +1,6 @@
-// Tool calls in model output (server/tool_parser.h): recorded outputs in both formats, parsed
+// Tool calls in model output (server/tools/tool_parser.h): recorded outputs in both formats, parsed
 // whole and streamed split at every byte, and the malformed ones that must come back as content.
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 
 #include <gtest/gtest.h>
 

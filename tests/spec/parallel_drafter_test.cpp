@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "spec/dspark_model.h"
 #include "spec/parallel_drafter.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds::test {
 namespace {
@@ -284,7 +285,7 @@ TEST(ParallelDrafter, PrefixCacheAcrossTurnsAndPreemptionKeepGreedyTokens) {
 
 std::string variant(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
   const std::string dir = (std::filesystem::temp_directory_path() / ("ds-dspark-" + std::to_string(::getpid()) + "-" + name)).string();
-  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(ds::test::remove_at_exit(dir));
   for (const auto& e : std::filesystem::directory_iterator(drafter_dir()))
     std::filesystem::copy_file(e.path(), dir + "/" + e.path().filename().string(), std::filesystem::copy_options::overwrite_existing);
   std::ifstream in(dir + "/config.json");

@@ -98,13 +98,7 @@ TEST(SpecEngine, PreemptionBetweenRoundsLosesNothing) {
   // are preempted and recomputed (prompt and generated tokens, target and draft) while the
   // others speculate.
   const std::string target = hybrid_target();
-  Workload w;
-  for (int i = 0; i < 4; ++i) {
-    std::vector<int32_t> p;
-    for (int t = 0; t < 100; ++t) p.push_back(int32_t((t * 41 + i * 7 + 1) % 500));
-    w.prompts.push_back(p);
-    w.max_tokens.push_back(150);
-  }
+  const Workload w = preempting_workload();
   const Outcome plain = run(target, base_config(), w);
   for (const char* rollback : {"lanes", "replay"}) {
     EngineConfig c = base_config();

@@ -30,6 +30,19 @@ inline Workload mixed_workload(int vocab) {
   return w;
 }
 
+// Four 100-token prompts growing to 250 tokens each: they fit 8 blocks at first, not at the end,
+// so the newest are preempted and recomputed (target and draft) while the others speculate.
+inline Workload preempting_workload() {
+  Workload w;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int32_t> p;
+    for (int t = 0; t < 100; ++t) p.push_back(int32_t((t * 41 + i * 7 + 1) % 500));
+    w.prompts.push_back(p);
+    w.max_tokens.push_back(150);
+  }
+  return w;
+}
+
 inline EngineConfig base_config() {
   EngineConfig c;
   c.max_num_seqs = 4;

@@ -14,6 +14,7 @@
 #include "spec/golden_curve.h"
 #include "spec/synthetic_acceptance.h"
 #include "spec_test_util.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds::test {
 namespace {
@@ -74,7 +75,7 @@ TEST(SyntheticAcceptance, TheEngineAcceptsWhateverTheTargetSays) {
 std::string write_file(const std::string& name, const std::string& text) {
   const std::string path = (std::filesystem::temp_directory_path() / ("ds-spec-" + std::to_string(::getpid()) + "-" + name)).string();
   std::ofstream(path) << text;
-  return path;
+  return ds::test::remove_at_exit(path);
 }
 
 TEST(GoldenCurve, ReadsThePublishedSchemaAndRoundTrips) {

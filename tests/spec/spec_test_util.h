@@ -5,9 +5,12 @@
 
 #include <filesystem>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "model/presets.h"
 #include "nlohmann/json.hpp"
+#include "../support/remove_at_exit.h"
 
 namespace ds::test {
 
@@ -22,6 +25,7 @@ inline std::string preset_model(const std::string& name, int vocab, uint64_t see
                             "-s" + std::to_string(seed) + (dtype == DType::F32 ? "-f32" : "-bf16")))
                               .string();
   if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    remove_at_exit(dir);
     PresetSpec p = preset(name);
     nlohmann::json j = nlohmann::json::parse(p.config_json);
     j["vocab_size"] = vocab;

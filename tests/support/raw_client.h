@@ -49,7 +49,8 @@ class RawClient {
   }
 
   // Reads what arrives until `until` is in the text read so far, the peer closes, or `ms` pass.
-  std::string read_until(const std::string& until, int ms = 5000) {
+  // The default deadline only catches a hang: it returns as soon as the text or the close comes.
+  std::string read_until(const std::string& until, int ms = 30000) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     while (buf_.find(until) == std::string::npos) {
       const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
@@ -66,7 +67,7 @@ class RawClient {
   }
 
   // Reads until the peer closes (or `ms` pass); true when it closed.
-  bool wait_closed(int ms = 5000) {
+  bool wait_closed(int ms = 30000) {
     read_until(std::string(1, '\0') + "never", ms);
     return closed_by_peer_;
   }

@@ -1,5 +1,6 @@
 // Round trips, special tokens and id checks on the tokenizer as a whole.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "test_util.h"
+#include "../support/remove_at_exit.h"
 
 namespace ds {
 namespace {
@@ -147,7 +149,7 @@ TEST(Tokenizer, CopiesShareTablesAndThreadsAgree) {
 }
 
 TEST(Tokenizer, LoadReadsAFileAndNamesAMissingOne) {
-  const std::string path = testing::TempDir() + "/tok_load_test.json";
+  const std::string path = ds::test::remove_at_exit(testing::TempDir() + "/tok_load_test_" + std::to_string(::getpid()) + ".json");
   {
     std::ofstream f(path);
     f << test::trained_json();

@@ -2,7 +2,7 @@
 
 #include "server/api_error.h"
 #include "server/json_text.h"
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 
 namespace ds::server {
 

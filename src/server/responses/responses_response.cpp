@@ -1,6 +1,6 @@
 #include "server/responses/responses_response.h"
 
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 
 namespace ds::server {
 

@@ -1,7 +1,7 @@
 // The grammar of a forced tool call (tool_choice "required" or a named function): the output is
 // one call (or, with parallel_tool_calls, one or more) to a declared tool, in the chat format's
 // own syntax, with arguments that match that tool's parameter schema. The syntax is exactly what
-// server/tool_parser.h parses, so a constrained output always comes back as tool_calls:
+// server/tools/tool_parser.h parses, so a constrained output always comes back as tool_calls:
 //   HermesJson: <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>   ("\n" between calls)
 //   Kimi: <|tool_calls_section_begin|>( <|tool_call_begin|>functions.N:IDX
 //         <|tool_call_argument_begin|>ARGS<|tool_call_end|> )+<|tool_calls_section_end|>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "server/tool_parser.h"
+#include "server/tools/tool_parser.h"
 
 namespace ds::server {
 

@@ -9,6 +9,8 @@
 // Text outside the calls is content, without the whitespace right around the calls (the pieces
 // are joined as they are). A call's arguments are the JSON text of the arguments object as the
 // model wrote it, trimmed, so the streamed and the whole-text parse give the same bytes.
+// Each format's parser (and its grammar for forced calls) is one file of server/tools/, behind
+// tool_call_format.h; this header is what the rest of the server uses.
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,12 +1,10 @@
-#include "server/tool_call_grammar.h"
+#include "server/tools/tool_call_grammar.h"
 
-#include "grammar/byte_set.h"
 #include "grammar/json_schema.h"
-#include "tokenizer/chat_template.h"
+#include "server/tools/tool_call_format.h"
 
 namespace ds::server {
 
-using grammar::ByteSet;
 using grammar::Grammar;
 using grammar::RuleId;
 using grammar::Symbol;
@@ -23,21 +21,9 @@ RuleId arguments_rule(Grammar& g, const ToolGrammarSpec& t, size_t index) {
   }
 }
 
-std::vector<Symbol> lit(std::string_view s) {
-  std::vector<Symbol> seq;
-  Grammar::append_literal(&seq, s);
-  return seq;
-}
-
-void append(std::vector<Symbol>* seq, std::string_view s) { Grammar::append_literal(seq, s); }
-
 }  // namespace
 
-std::vector<std::string_view> tool_syntax_markers(ToolFormat format) {
-  if (format == ToolFormat::Kimi)
-    return {kKimiToolCallsBegin, kKimiToolCallsEnd, kKimiToolCallBegin, kKimiToolCallArgumentBegin, kKimiToolCallEnd};
-  return {kHermesToolCallOpen, kHermesToolCallClose};
-}
+std::vector<std::string_view> tool_syntax_markers(ToolFormat format) { return tool_call_format(format).markers(); }
 
 std::string ToolSyntaxSpelling::spell(ToolFormat format, std::string_view marker) const {
   const std::vector<std::string_view> names = tool_syntax_markers(format);
@@ -48,7 +34,8 @@ std::string ToolSyntaxSpelling::spell(ToolFormat format, std::string_view marker
 
 Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>& tools, const std::string& only,
                           int max_calls, const ToolSyntaxSpelling& spelling, const grammar::GrammarLimits& limits) {
-  const auto mark = [&](std::string_view marker) { return spelling.spell(format, marker); };
+  const ToolCallFormat& syntax = tool_call_format(format);
+  const MarkerSpelling mark = [&](std::string_view marker) { return spelling.spell(format, marker); };
   Grammar g(limits);
   // Each tool's definitions are named by their reference ("#/$defs/x"); the rules a tool adds
   // lie in [its first, the next tool's first), which is how an error in finish() finds the tool.
@@ -62,26 +49,7 @@ Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>&
     first_rule.push_back({RuleId(g.num_rules()), i});
     const RuleId args = arguments_rule(g, t, i);
     g.require_finite(args);
-    std::vector<Symbol> seq;
-    if (format == ToolFormat::HermesJson) {
-      append(&seq, mark(kHermesToolCallOpen));
-      append(&seq, "\n{\"name\": ");
-      append(&seq, nlohmann::json(t.name).dump());
-      append(&seq, ", \"arguments\": ");
-      seq.push_back(Grammar::ref(args));
-      append(&seq, "}\n");
-      append(&seq, mark(kHermesToolCallClose));
-    } else {
-      // The index counts the conversation's calls; any short number is accepted back.
-      const RuleId digits = g.repeat(Grammar::bytes(ByteSet::range('0', '9')), 1, 4);
-      append(&seq, mark(kKimiToolCallBegin));
-      append(&seq, "functions." + t.name + ":");
-      seq.push_back(Grammar::ref(digits));
-      append(&seq, mark(kKimiToolCallArgumentBegin));
-      seq.push_back(Grammar::ref(args));
-      append(&seq, mark(kKimiToolCallEnd));
-    }
-    g.add_alternative(call, std::move(seq));
+    g.add_alternative(call, syntax.call(g, t.name, args, mark));
   }
   if (!any) throw grammar::SchemaError("no declared tool is named '" + only + "'", "/tool_choice");
 
@@ -89,7 +57,7 @@ Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>&
   if (max_calls > 1) {
     // call (sep call){0,max-1}: the separator keeps the parser's view of where one call ends.
     std::vector<Symbol> next;
-    if (format == ToolFormat::HermesJson) next = lit("\n");
+    Grammar::append_literal(&next, syntax.call_separator());
     next.push_back(Grammar::ref(call));
     const RuleId one_more = g.new_rule("next_call");
     g.add_alternative(one_more, std::move(next));
@@ -97,14 +65,7 @@ Grammar tool_call_grammar(ToolFormat format, const std::vector<ToolGrammarSpec>&
     g.add_alternative(calls, {Grammar::ref(call), Grammar::ref(g.repeat(Grammar::ref(one_more), 0, max_calls - 1))});
   }
   const RuleId root = g.new_rule("root");
-  if (format == ToolFormat::HermesJson) {
-    g.add_alternative(root, {Grammar::ref(calls)});
-  } else {
-    std::vector<Symbol> seq = lit(mark(kKimiToolCallsBegin));
-    seq.push_back(Grammar::ref(calls));
-    append(&seq, mark(kKimiToolCallsEnd));
-    g.add_alternative(root, std::move(seq));
-  }
+  g.add_alternative(root, syntax.turn(calls, mark));
   g.set_root(root);
   try {
     g.finish();
