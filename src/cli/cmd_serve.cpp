@@ -14,7 +14,7 @@
 #include "cli/command.h"
 #include "cli/serve_flags.h"
 #include "core/error.h"
-#include "dist/ranks.h"
+#include "distributed/ranks.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "model/model_files.h"
@@ -63,7 +63,7 @@ int run_serve(const ServeArgs& a) {
   // rank 0's steps (the signals blocked above reach them too, so mpirun's forwarded SIGTERM
   // leaves them to rank 0's drain, which releases them); rank 0 goes on to serve. Declared
   // before the engine, so it outlives it.
-  dist::Ranks ranks;
+  distributed::Ranks ranks;
   if (ranks.rank() != 0) return ranks.serve_as_worker();
 
   DS_CHECK(a.grace_s >= 0, "invalid settings: --shutdown-grace-s must be >= 0, got " + std::to_string(a.grace_s));

@@ -1,5 +1,5 @@
 // deltaserve spec calibrate: measures real acceptance length per draft length K on held-out
-// prompts and writes a golden curve (spec/golden_curve.h) that benchmarks then read with
+// prompts and writes a golden curve (spec_decode/golden_curve.h) that benchmarks then read with
 // --golden-al. Every K runs the same prompts through an engine with the draft, real
 // acceptance (never synthetic), and reads the rounds and accepted tokens of every request.
 #include <spdlog/spdlog.h>
@@ -16,8 +16,8 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "model/model_files.h"
-#include "spec/golden_curve.h"
-#include "spec/spec_options.h"
+#include "spec_decode/golden_curve.h"
+#include "spec_decode/spec_options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds::cli {

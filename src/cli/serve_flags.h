@@ -9,7 +9,7 @@
 
 #include "cli/dtype_flags.h"
 #include "cli/spec_flags.h"
-#include "dist/ranks.h"
+#include "distributed/ranks.h"
 #include "engine/engine.h"
 #include "server/server_context.h"
 
@@ -35,7 +35,7 @@ struct ServeArgs {
   size_t responses_store_count = 256;
   double responses_store_mb = 64;
   server::ServerOptions http;  // the transport's limits, parsed in place
-  dist::RankOptions ranks;
+  distributed::RankOptions ranks;
 };
 
 // Declares every `serve` flag on `cmd`, each writing its field of `*a` (which must outlive the

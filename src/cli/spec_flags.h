@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "spec/spec_options.h"
+#include "spec_decode/spec_options.h"
 
 namespace ds::cli {
 

@@ -1,4 +1,4 @@
-// One rank's memory, as /v1/models and /metrics report it (dist/ fills it; one process has no
+// One rank's memory, as /v1/models and /metrics report it (distributed/ fills it; one process has no
 // ranks and reports none).
 #pragma once
 #include <cstdint>

@@ -70,7 +70,7 @@ class Engine {
   // The settings as resolved at start-up (derived sizes filled in).
   const EngineConfig& config() const;
   int vocab_size() const;
-  // Each rank's memory when the model runs across ranks (dist/); empty in one process.
+  // Each rank's memory when the model runs across ranks (distributed/); empty in one process.
   std::vector<RankMemory> rank_memory() const;
   EngineMetrics& metrics();
 

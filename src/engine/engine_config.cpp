@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
-#include "spec/dspark_config.h"
+#include "spec_decode/dspark_config.h"
 
 namespace ds {
 

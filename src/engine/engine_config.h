@@ -7,7 +7,7 @@
 #include "cache/prefix_cache_options.h"
 #include "core/activation_dtype.h"
 #include "core/kv_dtype.h"
-#include "spec/spec_options.h"
+#include "spec_decode/spec_options.h"
 
 namespace ds {
 
@@ -18,7 +18,7 @@ inline constexpr double kAutoPoolCapGb = 4.0;
 // With prefix caching, auto sizing gives the KV pool and the state snapshots at least this.
 inline constexpr double kAutoCacheFloorGb = 1.0;
 
-// How the model is spread over processes (dist/), as /v1/models and /metrics report it.
+// How the model is spread over processes (distributed/), as /v1/models and /metrics report it.
 struct RankLayout {
   int tp = 1, dcp = 1, ranks = 1;
   std::string numa = "unpinned: one process";
@@ -41,7 +41,7 @@ struct EngineConfig {
   ActivationDtype activation_dtype = ActivationDtype::F32;
   // --total-cpu-dram-gb: the host memory (GB, 1e9 bytes) for the KV pool and the state
   // snapshots, summed over ranks as agentic benchmark plans give it (each rank gets its share;
-  // dist/ checks that share against the rank's NUMA node). 0: not set.
+  // distributed/ checks that share against the rank's NUMA node). 0: not set.
   double total_cpu_dram_gb = 0;
   RankLayout ranks;
   int profile_steps = 0;       // --profile-steps N: log the step profile's table every N steps (0: metrics only)

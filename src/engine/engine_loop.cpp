@@ -293,7 +293,7 @@ void EngineLoop::step() {
   if (verifier_) count_chosen(plan);
   mark[PhaseSchedule + 1] = Clock::now();
   // Claimed states go into their slots before the draft phase: a resumed sequence's draft
-  // state is part of the restore (spec/spec_memory.h), and the draft feeds the resumed prefill
+  // state is part of the restore (spec_decode/spec_memory.h), and the draft feeds the resumed prefill
   // chunk from it.
   for (const StateRestore& r : plan.restores) cache_->restore_state(r.slot, r.state);
   if (drafter_) draft(plan);

@@ -5,12 +5,12 @@
 //   plan     the scheduler picks decode rows, prefill chunks and admissions (cache lookups);
 //   forward  restore claimed states, run the model over the flattened batch, save snapshots;
 //   propose  before the plan, with suffix drafting: each decoding sequence's proposal from the
-//            suffix tries (spec/suffix_proposer.h); under auto, each one's draft length from
-//            the cost model (spec/draft_length.h);
+//            suffix tries (spec_decode/suffix_proposer.h); under auto, each one's draft length from
+//            the cost model (spec_decode/draft_length.h);
 //   draft    with a draft model: it feeds what the target feeds and proposes k tokens for
-//            every decoding sequence (spec/drafter.h), filling the verify chunks;
+//            every decoding sequence (spec_decode/drafter.h), filling the verify chunks;
 //   sample   one token per sequence that asked for logits, each from its own random stream;
-//            a verify chunk's k + 1 rows go through the verifier instead (spec/verifier.h);
+//            a verify chunk's k + 1 rows go through the verifier instead (spec_decode/verifier.h);
 //   accept   the tokens join their sequences (cut at a stop token or the length limit), and
 //            speculative states roll back to the accepted ones;
 //   commit   the fed tokens count as computed; the cache publishes blocks that filled;
@@ -35,13 +35,13 @@
 #include "engine/step_profile.h"
 #include "kernels/sampling.h"
 #include "model/model.h"
-#include "spec/draft_length.h"
-#include "spec/drafter.h"
-#include "spec/parallel_drafter.h"
-#include "spec/spec_memory.h"
-#include "spec/suffix_proposer.h"
-#include "spec/synthetic_acceptance.h"
-#include "spec/verifier.h"
+#include "spec_decode/draft_length.h"
+#include "spec_decode/drafter.h"
+#include "spec_decode/parallel_drafter.h"
+#include "spec_decode/spec_memory.h"
+#include "spec_decode/suffix_proposer.h"
+#include "spec_decode/synthetic_acceptance.h"
+#include "spec_decode/verifier.h"
 
 namespace ds {
 

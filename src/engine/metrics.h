@@ -54,7 +54,7 @@ class EngineMetrics {
   prometheus::Counter* spec_verify_seconds;    // target forwards of steps with verify rows, and verification
   prometheus::Counter* spec_rollback_seconds;  // rolling states back after verification
   prometheus::Counter* step_seconds_total;     // every step, for the shares of the three above
-  // --num-speculative-tokens auto (spec/draft_length.h) and suffix drafting.
+  // --num-speculative-tokens auto (spec_decode/draft_length.h) and suffix drafting.
   prometheus::Histogram* spec_chosen_draft_tokens;        // K chosen per decoding sequence and step
   prometheus::Counter* spec_predicted_accepted_tokens;    // the cost model's expected accepted tokens
   prometheus::Counter* spec_no_proposal;                  // suffix rounds where no trie matched

@@ -10,7 +10,7 @@
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/sampling_params.h"
-#include "spec/draft_length.h"
+#include "spec_decode/draft_length.h"
 
 namespace ds {
 

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 

@@ -1,7 +1,7 @@
 #include "model/dense_ffn.h"
 
 #include "kernels/elementwise.h"
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 

@@ -10,7 +10,7 @@
 #include "kernels/rope.h"
 #include "model/attention_items.h"
 #include "model/dcp_attention.h"
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 

@@ -21,7 +21,7 @@
 #include "model/step_context.h"
 #include "model/tensor_split.h"
 #include "model/weight_loader.h"
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/kda.h"
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 

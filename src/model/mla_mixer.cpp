@@ -15,7 +15,7 @@
 #include "kernels/elementwise.h"
 #include "model/attention_items.h"
 #include "model/dcp_attention.h"
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 

@@ -113,7 +113,7 @@ class Model : public CacheMemory {
   // accepted, so the committed KDA state becomes the state after them (keep 0 leaves it as it
   // was). KV rows need nothing: rows past the accepted ones are rewritten before they are read.
   virtual void commit_speculative(int slot, int keep) = 0;
-  // What a drafter on the target's hidden states reads (spec/parallel_drafter.h).
+  // What a drafter on the target's hidden states reads (spec_decode/parallel_drafter.h).
   // Taps, set before allocate(): after each forward() the residual stream after each listed
   // layer (0-based), as [batch row][taps][hidden] floats, filled for the last `tail_rows` rows
   // of every chunk (the rows a drafter can use; the others hold stale values). None by
@@ -127,7 +127,7 @@ class Model : public CacheMemory {
 
   // Bytes one slot holds for rollback beyond its committed state.
   virtual size_t rollback_bytes_per_slot() const = 0;
-  // Under ranks (dist/), each rank's memory; empty in one process.
+  // Under ranks (distributed/), each rank's memory; empty in one process.
   virtual std::vector<RankMemory> rank_memory() const { return {}; }
   // Where the last forward's time went (all zero for a model that does not measure it).
   virtual const ForwardProfile& last_profile() const {

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 

@@ -1,5 +1,5 @@
 // What one rank of a tensor-parallel group holds and how its share of a layer meets the others'.
-// The model stays ignorant of the transport: dist/ implements Collectives over MPI,
+// The model stays ignorant of the transport: distributed/ implements Collectives over MPI,
 // model/thread_collectives.h between threads of one process, and a model built without one (a
 // single process) never calls it.
 #pragma once

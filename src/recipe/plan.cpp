@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "spec/golden_curve.h"
+#include "spec_decode/golden_curve.h"
 
 namespace ds::recipe {
 namespace {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "model/parallel.h"
+#include "core/work_sharing.h"
 
 namespace ds {
 namespace {

@@ -2,7 +2,7 @@
 // (Model::load_shard, the layout MPI ranks get: rank_shard in model/shard.h), rank r's forward
 // on thread r, joined by ThreadCollectives (the world for tensor parallel, groups of dcp
 // consecutive ranks for decode context parallel). As a Model it is what rank 0's engine sees
-// under mpirun (dist::RankedModel): every forward runs on all ranks at once and rank 0 writes
+// under mpirun (distributed::RankedModel): every forward runs on all ranks at once and rank 0 writes
 // the logits; a state or a block is every rank's part, rank after rank. So 3, 4 or 8 ranks run
 // under plain ctest and the sanitizers, where MPI would need mpirun and that many processes.
 #pragma once

@@ -17,7 +17,7 @@
 #include "cli/serve_flags.h"
 #include "recipe/plan.h"
 #include "recipe/recipe.h"
-#include "spec/spec_options.h"
+#include "spec_decode/spec_options.h"
 
 namespace ds::recipe {
 namespace {

@@ -5,7 +5,7 @@
 // temperature 0 each response equals the plain server's bit for bit (text, logprobs with their
 // alternatives, finish reason, completion tokens), and its stream concatenates to the whole
 // response. The engine-level half (stop tokens, processed requests) is in
-// tests/spec/spec_request_features_test.cpp.
+// tests/spec_decode/spec_request_features_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 
 #include "model/model.h"
 #include "server_harness.h"
-#include "spec/spec_options.h"
+#include "spec_decode/spec_options.h"
 
 namespace ds {
 namespace {
