@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <string>
 
+#include "checkpoint/gguf_file.h"
+#include "checkpoint/gguf_tokenizer.h"
 #include "core/error.h"
-#include "model/gguf_file.h"
 #include "model/gguf_model.h"
-#include "model/gguf_tokenizer.h"
 #include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
-#include "model/safetensors.h"
 #include "scratch_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

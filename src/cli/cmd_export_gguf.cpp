@@ -1,10 +1,10 @@
 // deltaserve export-gguf: a checkpoint folder (bf16, f32, or quantized by `deltaserve quantize`)
 // as one GGUF file that llama.cpp and `deltaserve serve --model FILE.gguf` both load
-// (model/gguf_model.h).
+// (convert/gguf_export.h).
 #include <spdlog/spdlog.h>
 
 #include "cli/command.h"
-#include "model/gguf_model.h"
+#include "convert/gguf_export.h"
 
 namespace ds::cli {
 namespace {

@@ -7,8 +7,8 @@
 #include <random>
 
 #include "cli/command.h"
+#include "convert/presets.h"
 #include "core/error.h"
-#include "model/presets.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"
 

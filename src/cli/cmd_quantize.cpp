@@ -1,9 +1,9 @@
-// deltaserve quantize: a checkpoint's linear weights to q8_0, q4_0 or mxfp4 (model/quantize.h).
+// deltaserve quantize: a checkpoint's linear weights to q8_0, q4_0 or mxfp4 (convert/quantize.h).
 #include <spdlog/spdlog.h>
 
 #include "cli/command.h"
+#include "convert/quantize.h"
 #include "core/error.h"
-#include "model/quantize.h"
 
 namespace ds::cli {
 namespace {

@@ -9,7 +9,7 @@
 // In a checkpoint a quantized linear "X.weight" is two tensors: the codes as "X.weight" (Q8_0:
 // I8 [n, k]; Q4_0 and MXFP4: U8 [n, k/2], the even k in the low nibble) and the scales as
 // "X.weight_scale" (Q8_0, Q4_0: F16 [n, k/32]; MXFP4: U8 [n, k/32]). The pair of dtypes names
-// the format, and the file's metadata records it too (model/quantize.h).
+// the format, and the file's metadata records it too (convert/quantize.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>

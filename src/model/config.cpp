@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "checkpoint/gguf_file.h"
 #include "core/error.h"
 #include "core/json_parse.h"
-#include "model/gguf_file.h"
 #include "model/gguf_model.h"
 #include "model/model_files.h"
 

@@ -1,8 +1,8 @@
 #include "model/gguf_arch.h"
 
+#include "checkpoint/gguf_file.h"
+#include "checkpoint/gguf_writer.h"
 #include "core/error.h"
-#include "model/gguf_file.h"
-#include "model/gguf_writer.h"
 
 namespace ds {
 

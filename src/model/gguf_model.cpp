@@ -1,87 +1,24 @@
 #include "model/gguf_model.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <sstream>
+#include <memory>
 
+#include "checkpoint/ggml_blocks.h"
+#include "checkpoint/gguf_file.h"
 #include "core/error.h"
-#include "core/json_parse.h"
 #include "kernels/quant_formats.h"
 #include "model/config.h"
-#include "model/ggml_blocks.h"
 #include "model/gguf_arch.h"
-#include "model/gguf_file.h"
 #include "model/gguf_names.h"
-#include "model/gguf_tokenizer.h"
-#include "model/gguf_writer.h"
-#include "model/model_files.h"
-#include "model/quantize.h"
+#include "model/gguf_transforms.h"
+#include "model/unquantized_tensors.h"
 
 namespace ds {
 
-namespace fs = std::filesystem;
-using json = nlohmann::json;
-
 namespace {
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  DS_CHECK(f, "cannot read " + p.string());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Rows of a q or k projection between llama.cpp's interleaved order and Hugging Face's halves
-// (GgufTransform::PermuteQ / PermuteK): within head h of d rows, Hugging Face row h*d + s*d/2 + i
-// is GGUF row h*d + 2i + s.
-std::vector<std::byte> permute_rows(const std::byte* src, int64_t rows, size_t row_bytes, int heads, bool to_gguf,
-                                    const std::string& where) {
-  DS_CHECK(heads > 0 && rows % (2 * int64_t(heads)) == 0,
-           where + ": " + std::to_string(rows) + " rows cannot be " + std::to_string(heads) + " heads of an even size");
-  std::vector<std::byte> out(size_t(rows) * row_bytes);
-  const int64_t d = rows / heads;
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < d / 2; ++i)
-      for (int64_t s = 0; s < 2; ++s) {
-        const int64_t hf = h * d + s * (d / 2) + i, gg = h * d + 2 * i + s;
-        const int64_t from = to_gguf ? hf : gg, to = to_gguf ? gg : hf;
-        std::memcpy(out.data() + size_t(to) * row_bytes, src + size_t(from) * row_bytes, row_bytes);
-      }
-  return out;
-}
-
-// kv_b_proj [H][nope + V][L] (rows of L values) <-> llama.cpp's attn_k_b [H][L][nope] (each
-// head's key rows transposed) and attn_v_b [H][V][L]; es: bytes per element.
-void join_kv_b(const std::byte* k_b, const std::byte* v_b, int64_t H, int64_t nope, int64_t V, int64_t L, size_t es,
-               std::byte* kv_b) {
-  for (int64_t h = 0; h < H; ++h) {
-    std::byte* head = kv_b + size_t(h * (nope + V) * L) * es;
-    for (int64_t i = 0; i < nope; ++i)
-      for (int64_t j = 0; j < L; ++j)
-        std::memcpy(head + size_t(i * L + j) * es, k_b + size_t((h * L + j) * nope + i) * es, es);
-    std::memcpy(head + size_t(nope * L) * es, v_b + size_t(h * V * L) * es, size_t(V * L) * es);
-  }
-}
-void split_kv_b(const std::byte* kv_b, int64_t H, int64_t nope, int64_t V, int64_t L, size_t es, std::byte* k_b,
-                std::byte* v_b) {
-  for (int64_t h = 0; h < H; ++h) {
-    const std::byte* head = kv_b + size_t(h * (nope + V) * L) * es;
-    for (int64_t i = 0; i < nope; ++i)
-      for (int64_t j = 0; j < L; ++j)
-        std::memcpy(k_b + size_t((h * L + j) * nope + i) * es, head + size_t(i * L + j) * es, es);
-    std::memcpy(v_b + size_t(h * V * L) * es, head + size_t(nope * L) * es, size_t(V * L) * es);
-  }
-}
-
-int heads_for(GgufTransform t, const ModelConfig& c) {
-  return t == GgufTransform::PermuteQ ? c.gqa.num_heads : c.gqa.num_kv_heads;
-}
 
 bool float_ggml(uint32_t t, DType* d) {
   switch (GgmlType(t)) {
@@ -92,18 +29,8 @@ bool float_ggml(uint32_t t, DType* d) {
   }
 }
 
-uint32_t ggml_of_dtype(DType d) {
-  switch (d) {
-    case DType::F32: return uint32_t(GgmlType::F32);
-    case DType::F16: return uint32_t(GgmlType::F16);
-    case DType::BF16: return uint32_t(GgmlType::BF16);
-    default: break;
-  }
-  throw Error("GGUF: dtype " + std::string(dtype_name(d)) + " has no ggml type");
-}
-
-// What the layers take only as numbers: the tensors `deltaserve quantize` keeps (embeddings,
-// norms, router, ...). A GGUF that quantized one gets it dequantized at load.
+// What stays in float (model/unquantized_tensors.h): the tensors `deltaserve quantize` keeps
+// (embeddings, norms, router, ...). A GGUF that quantized one gets it dequantized at load.
 bool needs_numbers(const std::string& hf_name) {
   for (const std::string& frag : kQuantizeKeptByDefault)
     if (hf_name.find(frag) != std::string::npos) return true;
@@ -195,7 +122,7 @@ WeightStore gguf_weight_store(const std::string& path) {
       case GgufTransform::PermuteK: {
         DS_CHECK(t.dims.size() == 2, where + " must be 2-D");
         std::vector<std::byte>& p = sb.own(0);
-        p = permute_rows(t.data, t.rows(), t.nbytes / size_t(t.rows()), heads_for(m->transform, cfg), false, where);
+        p = gguf_permute_rows(t.data, t.rows(), t.nbytes / size_t(t.rows()), gguf_permuted_heads(m->transform, cfg), false, where);
         sb.add(m->name, t.type, t.dims, p.data(), p.size());
         break;
       }
@@ -248,136 +175,11 @@ WeightStore gguf_weight_store(const std::string& path) {
     DS_CHECK(v.dims == std::vector<int64_t>({L, V, H}), where + ": attn_v_b must be {" + std::to_string(L) + ", " +
                                                               std::to_string(V) + ", " + std::to_string(H) + "}");
     std::vector<std::byte>& out = sb.own(k.nbytes + v.nbytes);
-    join_kv_b(k.data, v.data, H, nope, V, L, k.nbytes / size_t(k.numel()), out.data());
+    gguf_join_kv_b(k.data, v.data, H, nope, V, L, k.nbytes / size_t(k.numel()), out.data());
     sb.add(name, k.type, {L, H * (nope + V)}, out.data(), out.size());
   }
   std::vector<std::span<const std::byte>> content = {g.bytes()};
   return WeightStore::from_views("GGUF " + path, std::move(views), b, std::move(content));
-}
-
-GgufExportReport export_gguf(const std::string& model_dir, const std::string& out_path) {
-  const fs::path dir(model_dir);
-  const std::string cfg_text = read_text(dir / "config.json");
-  const ModelConfig cfg = parse_model_config(cfg_text, (dir / "config.json").string());
-  GgufWriter w;
-  GgufExportReport rep;
-  rep.architecture =
-      gguf_write_arch_metadata(cfg, parse_json(cfg_text, (dir / "config.json").string()), dir.filename().string(), w);
-  const std::string& arch = rep.architecture;
-
-  const fs::path tok = dir / "tokenizer.json";
-  if (fs::exists(tok)) {
-    write_gguf_tokenizer(read_text(tok), tok.string(), cfg.vocab_size, w);
-    if (cfg.bos_token_id >= 0) w.set_u32("tokenizer.ggml.bos_token_id", uint32_t(cfg.bos_token_id));
-    if (!cfg.eos_token_ids.empty()) w.set_u32("tokenizer.ggml.eos_token_id", uint32_t(cfg.eos_token_ids[0]));
-    // A second end token (ChatML's <|im_end|>) is llama.cpp's end of turn.
-    if (cfg.eos_token_ids.size() > 1) w.set_u32("tokenizer.ggml.eot_token_id", uint32_t(cfg.eos_token_ids[1]));
-    w.set_bool("tokenizer.ggml.add_bos_token", false);
-    w.set_bool("tokenizer.ggml.add_eos_token", false);
-    if (const std::string t = model_chat_template_text(model_dir); !t.empty()) w.set_string("tokenizer.chat_template", t);
-  }
-
-  const WeightStore store = WeightStore::open(model_dir);
-  struct Stack {
-    uint32_t type = 0;
-    std::vector<int64_t> dims;  // one expert's
-    std::map<int, std::vector<std::byte>> experts;
-  };
-  std::map<std::string, Stack> stacks;
-  for (const std::string& name : store.names()) {
-    const TensorView& t = store.get(name);
-    const bool codes = t.dtype == DType::I8 || t.dtype == DType::U8;
-    if (name.ends_with("_scale"))
-      if (const TensorView* base = store.find(name.substr(0, name.size() - 6)); base && (base->dtype == DType::I8 || base->dtype == DType::U8))
-        continue;  // written with its codes
-    const std::optional<GgufName> m = gguf_name_of_hf(arch, name);
-    DS_CHECK(m, "to GGUF: tensor '" + name + "' of " + model_dir + " has no " + arch + " GGUF name");
-    DS_CHECK(!t.shape.empty() && t.shape.size() <= 4, "to GGUF: tensor '" + name + "' must have 1 to 4 dimensions");
-    DS_CHECK(!codes || t.shape.size() == 2, "to GGUF: quantized tensor '" + name + "' must be 2-D");
-    const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
-    if (m->transform == GgufTransform::KvBKeys) {
-      DS_CHECK(!codes, "to GGUF: '" + name + "' is quantized, but llama.cpp splits kv_b_proj into attn_k_b and attn_v_b, "
-                       "which only a float tensor can be (quantize keeps it unless --keep says otherwise)");
-      const int64_t H = cfg.mla.num_heads, nope = cfg.mla.qk_nope_head_dim, L = cfg.mla.kv_lora_rank, V = cfg.mla.v_head_dim;
-      DS_CHECK(t.shape == std::vector<int64_t>({H * (nope + V), L}), "to GGUF: '" + name + "' is not [heads * (nope + v), kv_lora_rank]");
-      const size_t es = dtype_size(t.dtype);
-      std::vector<std::byte> k_b(size_t(H * L * nope) * es), v_b(size_t(H * V * L) * es);
-      split_kv_b(static_cast<const std::byte*>(t.data), H, nope, V, L, es, k_b.data(), v_b.data());
-      std::string vb = m->name;  // attn_k_b's name, then attn_v_b's
-      vb.replace(vb.find("attn_k_b"), 8, "attn_v_b");
-      w.add_tensor(m->name, ggml_of_dtype(t.dtype), {nope, L, H}, k_b);
-      w.add_tensor(vb, ggml_of_dtype(t.dtype), {L, V, H}, v_b);
-      rep.bytes += k_b.size() + v_b.size();
-      rep.tensors += 2;
-      continue;
-    }
-    std::vector<std::byte> bytes;
-    uint32_t type;
-    int64_t k = t.shape.back();
-    if (codes) {
-      const TensorView& s = store.get(name + "_scale");
-      const QuantFormat f = quant_format_of(t.dtype, s.dtype);
-      DS_CHECK(f != QuantFormat::None, "to GGUF: tensor '" + name + "' has codes and scales of no known format");
-      k = s.shape.back() * kQuantBlock;
-      type = ggml_type_of(f);
-      int be = 0, bb = 0;
-      ggml_type_layout(type, &be, &bb);
-      bytes.resize(size_t(rows) * size_t(k / be) * size_t(bb));
-      std::vector<uint8_t> c(t.nbytes), sc(s.nbytes);
-      std::memcpy(c.data(), t.data, t.nbytes);
-      std::memcpy(sc.data(), s.data, s.nbytes);
-      codes_to_ggml_blocks(f, c.data(), sc.data(), rows, int(k), bytes.data());
-    } else if (m->transform == GgufTransform::DecayRate) {
-      // ssm_a holds -exp(A_log), computed as model/kda_mixer.cpp does at load.
-      type = uint32_t(GgmlType::F32);
-      bytes.resize(size_t(t.numel()) * 4);
-      auto* a = reinterpret_cast<float*>(bytes.data());
-      t.copy_as_f32(a);
-      for (int64_t i = 0; i < t.numel(); ++i) a[i] = -std::exp(a[i]);
-    } else if ((t.shape.size() == 1 || m->transform == GgufTransform::Conv1d) && t.dtype != DType::F32) {
-      // llama.cpp multiplies by norm weights, adds biases and convolves only in f32, as its own
-      // converter writes them; widening bf16 / f16 is exact, so both engines read the same numbers.
-      type = uint32_t(GgmlType::F32);
-      bytes.resize(size_t(t.numel()) * 4);
-      t.copy_as_f32(reinterpret_cast<float*>(bytes.data()));
-    } else {
-      type = ggml_of_dtype(t.dtype);
-      bytes.resize(t.nbytes);
-      std::memcpy(bytes.data(), t.data, t.nbytes);
-    }
-    if (m->transform == GgufTransform::PermuteQ || m->transform == GgufTransform::PermuteK)
-      bytes = permute_rows(bytes.data(), rows, bytes.size() / size_t(rows), heads_for(m->transform, cfg), true, "to GGUF: '" + name + "'");
-    // ggml lists dims fastest-varying first: the Hugging Face shape reversed (codes: the row's values).
-    std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
-    dims[0] = k;
-    if (m->transform == GgufTransform::Experts) {
-      Stack& st = stacks[m->name];
-      DS_CHECK(st.experts.empty() || (st.type == type && st.dims == dims),
-               "to GGUF: the experts of '" + m->name + "' differ in format or shape ('" + name + "')");
-      st.type = type;
-      st.dims = dims;
-      st.experts[m->expert] = std::move(bytes);
-      continue;
-    }
-    rep.bytes += bytes.size();
-    w.add_tensor(m->name, type, dims, bytes);
-    ++rep.tensors;
-  }
-  for (auto& [name, st] : stacks) {
-    std::vector<std::byte> all;
-    int next = 0;
-    for (auto& [e, bytes] : st.experts) {
-      DS_CHECK(e == next++, "to GGUF: expert " + std::to_string(next - 1) + " of '" + name + "' is missing");
-      all.insert(all.end(), bytes.begin(), bytes.end());
-    }
-    std::vector<int64_t> dims = st.dims;
-    dims.push_back(int64_t(st.experts.size()));
-    rep.bytes += all.size();
-    w.add_tensor(name, st.type, dims, all);
-    ++rep.tensors;
-  }
-  w.write(out_path);
-  return rep;
 }
 
 }  // namespace ds

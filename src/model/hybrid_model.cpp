@@ -138,7 +138,7 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
   DS_CHECK((shard_.dcp > 1) == (dcp_comm_ != nullptr), "decode context parallel needs its group's collectives, and only it");
   attn_ = AttentionShard{shard_.dcp_rank, shard_.dcp, shard_.split() && shard_.dcp > 1, dcp_comm_.get()};
   local_ = shard_config(cfg_, shard_);
-  WeightStore store = WeightStore::open(dir);
+  WeightStore store = open_model_weights(dir);
   fingerprint_ = store.fingerprint();
   const int H = cfg_.hidden_size;
   const TensorView& emb = WeightLoader{store, ""}.float_tensor("model.embed_tokens.weight", {int64_t(cfg_.vocab_size), int64_t(H)});

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "kernels/matmul.h"
-#include "model/safetensors.h"
 #include "model/shard.h"
 
 namespace ds {

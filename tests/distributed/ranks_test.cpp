@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "convert/quantize.h"
 #include "distributed/ranked_model.h"
 #include "distributed/ranks.h"
-#include "engine/engine.h"
 #include "engine_test_util.h"
+#include "engine/engine.h"
 #include "model/model.h"
-#include "model/quantize.h"
 
 namespace ds::test {
 namespace {

@@ -124,7 +124,7 @@ TEST(Attention, PrefillQueryIsBitIdenticalWhateverItsTile) {
 namespace ds {
 namespace {
 
-// The decode shapes the presets and bundled models run (src/model/presets.cpp, models/*/config.json).
+// The decode shapes the presets and bundled models run (src/convert/presets.cpp, models/*/config.json).
 // MLA attends every head to the shared latent row [c | k_pe] with c as the value, so dk is
 // kv_lora_rank + qk_rope_head_dim and dv is kv_lora_rank, values aliasing the keys; GQA has
 // separate key and value rows of head_dim. The MLA mixer hands the kernel all 12 heads of

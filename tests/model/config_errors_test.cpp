@@ -4,11 +4,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_writer.h"
 #include "core/error.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
 #include "model_util.h"
 #include "../support/remove_at_exit.h"
 

@@ -34,9 +34,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/gguf_file.h"
+#include "checkpoint/safetensors.h"
 #include "kernels/quant_formats.h"
-#include "model/gguf_file.h"
-#include "model/safetensors.h"
+#include "model/model_files.h"
 
 namespace ds {
 namespace {
@@ -205,7 +206,7 @@ TEST(GgufGgmlFixtures, EveryTypeBuiltFromGgmlsDefinitionsReadsAsGgmlDequantizesI
       quantized("token_embd.weight", kQ4_0, {64, 6}, rng, si),
       quantized("blk.0.attn_norm.weight", kMXFP4, {64}, rng, si),
       quantized("blk.0.ffn_norm.weight", kQ8_0, {64}, rng, si),
-      // Kept as codes and scales (model/ggml_blocks.h repacks them).
+      // Kept as codes and scales (checkpoint/ggml_blocks.h repacks them).
       quantized("blk.0.ffn_gate.weight", kQ8_0, {64, 5}, rng, si),
       quantized("blk.0.ffn_up.weight", kMXFP4, {64, 5}, rng, si),
       quantized("blk.0.ffn_down.weight", kQ4_0, {64, 5}, rng, si),
@@ -236,7 +237,7 @@ TEST(GgufGgmlFixtures, EveryTypeBuiltFromGgmlsDefinitionsReadsAsGgmlDequantizesI
       {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight"},
       {"blk.0.attn_output.weight", "model.layers.0.self_attn.o_proj.weight"},
   };
-  const WeightStore store = WeightStore::open(path);
+  const WeightStore store = open_model_weights(path);
   int checked_types[64] = {};
   for (const Tensor& t : tensors) {
     SCOPED_TRACE(t.name);

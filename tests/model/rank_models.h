@@ -13,9 +13,9 @@
 #include <string>
 
 #include "../support/remove_at_exit.h"
+#include "convert/presets.h"
+#include "convert/quantize.h"
 #include "core/error.h"
-#include "model/presets.h"
-#include "model/quantize.h"
 
 namespace ds::test {
 

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <vector>
 
-#include "model/presets.h"
+#include "convert/presets.h"
 #include "nlohmann/json.hpp"
 #include "../support/remove_at_exit.h"
 

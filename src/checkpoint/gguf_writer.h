@@ -1,4 +1,4 @@
-// Writing GGUF v3 files (model/gguf_file.h gives the layout): the project's converter and the
+// Writing GGUF v3 files (checkpoint/gguf_file.h gives the layout): the project's converter and the
 // tests use it. Metadata is written in the order it was set, tensors in the order they were
 // added, each padded to the alignment, so llama.cpp's reader and ours both take the file.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_file.h"
+#include "checkpoint/gguf_file.h"
 
 namespace ds {
 
@@ -33,7 +33,7 @@ class GgufWriter {
 
   uint32_t alignment() const { return alignment_; }
   std::vector<std::byte> to_bytes() const;
-  void write(const std::string& path) const;  // atomically (model/atomic_file.h)
+  void write(const std::string& path) const;  // atomically (checkpoint/atomic_file.h)
 
  private:
   struct Tensor {

@@ -1,8 +1,8 @@
-#include "model/ggml_blocks.h"
+#include "checkpoint/ggml_blocks.h"
 
 #include <cstring>
 
-#include "model/gguf_file.h"
+#include "checkpoint/gguf_file.h"
 
 namespace ds {
 

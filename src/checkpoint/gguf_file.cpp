@@ -1,4 +1,4 @@
-#include "model/gguf_file.h"
+#include "checkpoint/gguf_file.h"
 
 #include <algorithm>
 #include <cstring>

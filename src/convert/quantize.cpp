@@ -1,19 +1,17 @@
-#include "model/quantize.h"
+#include "convert/quantize.h"
 
 #include <cstring>
 #include <filesystem>
 #include <span>
 
+#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_writer.h"
 #include "core/error.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
+#include "model/model_files.h"
 
 namespace ds {
 
 namespace fs = std::filesystem;
-
-const std::vector<std::string> kQuantizeKeptByDefault = {
-    "embed_tokens", "norm", "block_sparse_moe.gate.", "kv_b_proj", "f_a_proj", "f_b_proj", "g_a_proj", "g_b_proj", "b_proj"};
 
 namespace {
 
@@ -36,7 +34,7 @@ QuantizeReport quantize_checkpoint(const std::string& in_dir, const std::string&
   DS_CHECK(o.format != QuantFormat::None, "quantize: no format given (q8_0, q4_0 or mxfp4)");
   DS_CHECK(fs::weakly_canonical(in_dir) != fs::weakly_canonical(out_dir),
            "quantize: --out must be another folder than --model (" + out_dir + ")");
-  const WeightStore store = WeightStore::open(in_dir);
+  const WeightStore store = open_model_weights(in_dir);
   SafetensorsWriter w;
   QuantizeReport rep;
   std::string names;

@@ -15,7 +15,7 @@
 
 namespace ds {
 
-// The ggml type id of a format (model/gguf_file.h's GgmlType), and back (None for another id).
+// The ggml type id of a format (checkpoint/gguf_file.h's GgmlType), and back (None for another id).
 uint32_t ggml_type_of(QuantFormat f);
 QuantFormat quant_format_of_ggml(uint32_t ggml_type);
 

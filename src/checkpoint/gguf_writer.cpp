@@ -1,10 +1,10 @@
-#include "model/gguf_writer.h"
+#include "checkpoint/gguf_writer.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "checkpoint/atomic_file.h"
 #include "core/error.h"
-#include "model/atomic_file.h"
 
 namespace ds {
 

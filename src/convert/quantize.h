@@ -2,10 +2,8 @@
 // written as a DeltaServe checkpoint that `serve` and `generate` load like any other.
 //
 // Quantized: every 2-D "*.weight" whose input size is a multiple of 32, except what stays as it
-// was (kQuantizeKeptByDefault and --keep): embeddings, norms, the MoE router, MLA's kv_b_proj
-// (split per head at load), and the KDA gates' small low-rank projections, whose outputs pass
-// through exponentials and sigmoids where a small error grows. Everything else in the folder
-// (config, tokenizer, chat template) is copied. The file's metadata records the format
+// was (--keep, and kQuantizeKeptByDefault: model/unquantized_tensors.h says which and why).
+// Everything else in the folder (config, tokenizer, chat template) is copied. The file's metadata records the format
 // ("deltaserve.quantization") and the source tensors' names.
 #pragma once
 #include <cstddef>
@@ -13,10 +11,9 @@
 #include <vector>
 
 #include "kernels/quant_formats.h"
+#include "model/unquantized_tensors.h"
 
 namespace ds {
-
-extern const std::vector<std::string> kQuantizeKeptByDefault;  // name fragments
 
 struct QuantizeOptions {
   QuantFormat format = QuantFormat::Q8_0;

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/mapped_file.h"
+#include "checkpoint/mapped_file.h"
 
 namespace ds {
 

@@ -1,4 +1,4 @@
-#include "model/presets.h"
+#include "convert/presets.h"
 
 #include <cmath>
 #include <filesystem>
@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "checkpoint/safetensors_writer.h"
 #include "core/error.h"
 #include "model/config.h"
-#include "model/safetensors_writer.h"
 
 namespace ds {
 

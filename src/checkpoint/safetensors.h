@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/mapped_file.h"
 #include "core/dtype.h"
-#include "model/mapped_file.h"
 
 namespace ds {
 
@@ -96,8 +96,8 @@ class WeightStore {
   // exist and hold every tensor mapped to it; tensors a shard holds but the map does not name
   // are ignored, as Hugging Face loaders do), model.safetensors, or the only *.safetensors file
   // in dir. Throws ds::Error naming the directory, shard and tensor at fault.
-  // A path that is one GGUF file is read through model/gguf_model.h instead: its tensors under
-  // the names a checkpoint folder would use.
+  // A GGUF file is opened through model/model_files.h's open_model_weights: its tensors under
+  // the names a checkpoint folder would use, which take the architecture to know.
   static WeightStore open(const std::string& dir);
   // A store over tensors translated from another format: `views` point into memory `keep` holds
   // alive (a mapped file, repacked buffers); `content` is what the fingerprint hashes (the

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_writer.h"
 #include "core/error.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
 
 namespace fs = std::filesystem;
 using namespace ds;

@@ -1,4 +1,4 @@
-#include "model/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -13,8 +13,6 @@
 
 #include "core/error.h"
 #include "core/json_parse.h"
-#include "model/gguf_file.h"
-#include "model/gguf_model.h"
 
 namespace ds {
 
@@ -292,7 +290,6 @@ uint64_t WeightStore::fingerprint() const {
 }
 
 WeightStore WeightStore::open(const std::string& dir) {
-  if (is_gguf_file(dir)) return gguf_weight_store(dir);
   WeightStore ws;
   ws.dir_ = dir;
   std::error_code ec;

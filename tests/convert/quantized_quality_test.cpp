@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convert/quantize.h"
 #include "kernels/quant_formats.h"
-#include "model/quantize.h"
-#include "model_util.h"
+#include "../model/model_util.h"
 #include "../support/missing_dependency.h"
 #include "tokenizer/tokenizer.h"
 

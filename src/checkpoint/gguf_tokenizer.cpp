@@ -1,12 +1,12 @@
-#include "model/gguf_tokenizer.h"
+#include "checkpoint/gguf_tokenizer.h"
 
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/gguf_file.h"
+#include "checkpoint/gguf_writer.h"
 #include "core/error.h"
 #include "core/json_parse.h"
-#include "model/gguf_file.h"
-#include "model/gguf_writer.h"
 #include "tokenizer/split_patterns.h"
 
 namespace ds {

@@ -1,4 +1,4 @@
-#include "model/atomic_file.h"
+#include "checkpoint/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "model/safetensors_writer.h"
+#include "checkpoint/safetensors_writer.h"
 
 #include <bit>
 #include <cerrno>
@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/atomic_file.h"
 #include "core/error.h"
-#include "model/atomic_file.h"
 
 namespace ds {
 

@@ -1,4 +1,4 @@
-// The tokenizer a GGUF file carries (tokenizer.ggml.*, model/gguf_tokenizer.h) encodes every
+// The tokenizer a GGUF file carries (tokenizer.ggml.*, checkpoint/gguf_tokenizer.h) encodes every
 // parity case to the same ids as the tokenizer.json it came from: for the parity tokenizer
 // against the Hugging Face `tokenizers` library's own ids (tests/tokenizer/data/hf_parity,
 // its as_trained variant: the one layout GGUF can name), and for the bundled deltacoder
@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "checkpoint/gguf_file.h"
+#include "checkpoint/gguf_tokenizer.h"
+#include "checkpoint/gguf_writer.h"
+#include "convert/gguf_export.h"
 #include "core/error.h"
-#include "model/gguf_file.h"
-#include "model/gguf_model.h"
-#include "model/gguf_tokenizer.h"
-#include "model/gguf_writer.h"
 #include "model/model_files.h"
 #include "tokenizer/tokenizer.h"
 

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "checkpoint/safetensors.h"
+#include "checkpoint/safetensors_writer.h"
+#include "convert/quantize.h"
 #include "core/error.h"
 #include "kernels/quant_formats.h"
-#include "model/quantize.h"
-#include "model/safetensors.h"
-#include "model/safetensors_writer.h"
-#include "model_util.h"
+#include "../model/model_util.h"
 
 namespace ds {
 namespace {
