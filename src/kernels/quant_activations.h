@@ -7,7 +7,7 @@
 // [-127, 127] (all zero for a block of zeros), and the sum of its q. Each x moves by at most
 // d / 2 (half a step of 127 per block maximum), so a dot product with a row of weights moves by
 // at most d / 2 * sum|w| per block: the price of the integer path, which the tests bound and
-// tests/model/quantized_quality_test.cpp measures end to end (held-out bits per byte).
+// tests/convert/quantized_quality_test.cpp measures end to end (held-out bits per byte).
 // Quantizing is per row and per block, so a row's result does not depend on which rows share
 // its step (batch invariance).
 #pragma once
