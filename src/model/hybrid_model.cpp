@@ -1,23 +1,18 @@
-// The Model implementation for both model types: embeddings, the layer stack (KDA / MLA / GQA
-// mixers, dense / MoE FFNs), final norm and LM head; KV pool, state slots and the activation
-// arena sized once at allocate().
+// The Model implementation for both model types: embeddings, the layer stack (each layer a
+// mixer and an FFN behind model/mixer.h and model/ffn.h, made by model/layer_registry.h), final
+// norm and LM head; KV pool, state slots and the activation arena sized once at allocate().
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <optional>
 
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "kernels/elementwise.h"
-#include "model/dense_ffn.h"
-#include "model/gqa_mixer.h"
-#include "model/kda_mixer.h"
+#include "model/layer_registry.h"
 #include "model/model_files.h"
-#include "model/mla_mixer.h"
-#include "model/moe_ffn.h"
 #include "model/step_context.h"
 #include "model/tensor_split.h"
 #include "model/weight_loader.h"
@@ -28,15 +23,11 @@ namespace ds {
 namespace {
 
 struct Layer {
-  MixerKind mixer;
   std::vector<float> input_norm, post_norm;
-  std::optional<KdaMixer> kda;
-  std::optional<MlaMixer> mla;
-  std::optional<GqaMixer> gqa;
-  std::optional<DenseFfn> dense;
-  std::optional<MoeFfn> moe;
-  size_t state_offset = 0;  // KDA: floats into a slot's state
-  size_t replay_offset = 0; // KDA: floats into a replay entry
+  std::unique_ptr<Mixer> mixer;
+  std::unique_ptr<Ffn> ffn;
+  size_t state_offset = 0;  // recurrent: floats into a slot's state
+  size_t replay_offset = 0; // recurrent: floats into a replay entry
   size_t kv_offset = 0;     // attention: the bytes per token of the attention layers before it in the pool
 };
 
@@ -99,7 +90,7 @@ class HybridModel final : public Model {
   std::vector<std::byte> embed_;  // aligned copy of the embedding table in its checkpoint dtype
   DType embed_dtype_ = DType::F32;
   std::vector<Layer> layers_;
-  std::vector<const Layer*> kda_layers_;  // the KDA ones, for replay
+  std::vector<const Layer*> recurrent_layers_;  // those with state, for replay
   std::vector<float> final_norm_;
   PackedWeight lm_head_;  // a shard: its vocab_size / shard.size rows
   std::vector<float> lm_part_, lm_all_;  // a shard's logits rows, and rank 0's gathered ones
@@ -149,44 +140,24 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
   for (int i = 0; i < cfg_.num_layers; ++i) {
     WeightLoader w{store, "model.layers." + std::to_string(i) + ".", shard_};
     Layer L;
-    L.mixer = cfg_.mixer[size_t(i)];
     L.input_norm = w.vector_f32("input_layernorm.weight", H);
     L.post_norm = w.vector_f32("post_attention_layernorm.weight", H);
-    size_t mixer_bytes = 0;
-    switch (L.mixer) {
-      case MixerKind::Kda:
-        L.kda.emplace(local_, w);
-        L.state_offset = state_floats_per_slot_;
-        state_floats_per_slot_ += L.kda->state_floats();
-        L.replay_offset = replay_floats_per_token_;
-        replay_floats_per_token_ += L.kda->replay_floats();
-        mixer_bytes = L.kda->weight_bytes();
-        break;
-      case MixerKind::Mla:
-        L.mla.emplace(local_, w);
-        mixer_bytes = L.mla->weight_bytes();
-        break;
-      case MixerKind::Gqa:
-        L.gqa.emplace(local_, w);
-        mixer_bytes = L.gqa->weight_bytes();
-        break;
+    L.mixer = make_mixer(cfg_.mixer[size_t(i)], local_, w);
+    if (L.mixer->state_floats() > 0) {
+      L.state_offset = state_floats_per_slot_;
+      state_floats_per_slot_ += L.mixer->state_floats();
+      L.replay_offset = replay_floats_per_token_;
+      replay_floats_per_token_ += L.mixer->replay_floats();
     }
-    size_t ffn_bytes = 0, ffn_decode = 0;
-    if (cfg_.ffn[size_t(i)] == FfnKind::Moe) {
-      L.moe.emplace(local_, w);
-      ffn_bytes = L.moe->weight_bytes();
-      ffn_decode = L.moe->decode_weight_bytes();
-    } else {
-      L.dense.emplace(w, "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", H,
-                      local_.intermediate_size);
-      ffn_bytes = ffn_decode = L.dense->weight_bytes();
-    }
+    const size_t mixer_bytes = L.mixer->weight_bytes();
+    L.ffn = make_ffn(cfg_.ffn[size_t(i)], local_, w);
+    const size_t ffn_bytes = L.ffn->weight_bytes(), ffn_decode = L.ffn->decode_weight_bytes();
     weights_bytes_ += mixer_bytes + ffn_bytes + 2 * size_t(H) * 4;
     decode_weight_bytes_ += mixer_bytes + ffn_decode + 2 * size_t(H) * 4;
     layers_.push_back(std::move(L));
   }
   for (const Layer& L : layers_)
-    if (L.kda) kda_layers_.push_back(&L);
+    if (L.mixer->state_floats() > 0) recurrent_layers_.push_back(&L);
   WeightLoader top{store, "", shard_};
   final_norm_ = top.vector_f32("model.norm.weight", H);
   const int local_vocab = cfg_.vocab_size / shard_.size;
@@ -207,10 +178,7 @@ HybridModel::HybridModel(const std::string& dir, std::shared_ptr<ThreadPool> poo
 size_t HybridModel::step_floats(int n, int logit_rows) const {
   size_t layer_max = 0;
   for (const Layer& L : layers_) {
-    size_t m = L.kda ? L.kda->temp_floats(n)
-               : L.mla ? L.mla->temp_floats(n) + L.mla->dcp_temp_floats(n, attn_)
-                       : L.gqa->temp_floats(n) + L.gqa->dcp_temp_floats(n, attn_);
-    size_t f = L.moe ? L.moe->temp_floats(n) : L.dense->temp_floats(n);
+    const size_t m = L.mixer->step_temp_floats(n, attn_), f = L.ffn->temp_floats(n);
     layer_max = std::max({layer_max, m, f});
   }
   const size_t H = size_t(cfg_.hidden_size);
@@ -223,20 +191,18 @@ void HybridModel::set_kv_dtype(KvDtype t) {
   kv_dtype_ = t;
   kv_bytes_per_token_ = 0;
   for (Layer& L : layers_) {
-    if (L.kda) continue;
+    const size_t row = L.mixer->kv_row_bytes(t);
+    if (row == 0) continue;
     L.kv_offset = kv_bytes_per_token_;
-    kv_bytes_per_token_ += L.mla ? L.mla->kv_row_bytes(t) : L.gqa->kv_row_bytes(t);
+    kv_bytes_per_token_ += row;
   }
 }
 
 void HybridModel::set_activation_dtype(ActivationDtype a) {
   activation_dtype_ = a;
   for (Layer& L : layers_) {
-    if (L.kda) L.kda->set_activation_dtype(a);
-    if (L.mla) L.mla->set_activation_dtype(a);
-    if (L.gqa) L.gqa->set_activation_dtype(a);
-    if (L.dense) L.dense->set_activation_dtype(a);
-    if (L.moe) L.moe->set_activation_dtype(a);
+    L.mixer->set_activation_dtype(a);
+    L.ffn->set_activation_dtype(a);
   }
   ds::set_activation_dtype(lm_head_, a);
 }
@@ -295,11 +261,7 @@ void HybridModel::allocate(const RuntimeLimits& limits) {
   }
   arena_.reserve(step_floats(limits.max_batch_tokens, limits.max_logit_rows) * sizeof(float));
   size_t scratch = 0;
-  for (const Layer& L : layers_) {
-    if (L.kda) scratch = std::max(scratch, L.kda->scratch_floats());
-    if (L.mla) scratch = std::max({scratch, L.mla->scratch_floats(max_ctx), L.mla->dcp_scratch_floats(attn_, max_ctx)});
-    if (L.gqa) scratch = std::max({scratch, L.gqa->scratch_floats(max_ctx), L.gqa->dcp_scratch_floats(attn_, max_ctx)});
-  }
+  for (const Layer& L : layers_) scratch = std::max(scratch, L.mixer->step_scratch_floats(max_ctx, attn_));
   thread_scratch_.assign(size_t(pool_->size()), std::vector<float>(scratch + 64));
   allocated_ = true;
 }
@@ -372,8 +334,11 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     // A shard adds its partial output to zeros (rank 0: to the residual); the sum over ranks
     // is the whole layer's residual update.
     if (shard_.split() && shard_.rank != 0) std::memset(x, 0, size_t(N) * size_t(H) * sizeof(float));
-    if (L.kda) {
-      KdaRollback rb;
+    LayerMemory mem;
+    if (L.mixer->state_floats() > 0) {
+      mem.states = states_ + L.state_offset;
+      mem.slot_stride = state_floats_per_slot_;
+      RollbackArea& rb = mem.rollback;
       rb.mode = limits_.rollback;
       rb.positions = limits_.spec_positions;
       if (rb.positions > 0) {
@@ -381,15 +346,15 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
         rb.base = rollback_.data() + (lanes ? L.state_offset : L.replay_offset);
         rb.stride = lanes ? state_floats_per_slot_ : replay_floats_per_token_;
       }
-      L.kda->forward(ctx, h, x, states_ + L.state_offset, state_floats_per_slot_, rb);
-    } else if (L.mla) {
-      L.mla->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, kv_block, kv_dtype_);
     } else {
-      L.gqa->forward(ctx, h, x, kv_pool_.get() + L.kv_offset * layer_scale, kv_block, kv_dtype_);
+      mem.kv = kv_pool_.get() + L.kv_offset * layer_scale;
+      mem.block_size = kv_block;
+      mem.kv_dtype = kv_dtype_;
     }
-    mark_part(L.kda ? ForwardProfile::Kda : L.mla ? ForwardProfile::Mla : ForwardProfile::Gqa);
+    L.mixer->forward(ctx, h, x, mem);
+    mark_part(L.mixer->profile_part());
     if (kv_attention > 0) {  // the mixer's KV-cache attention, out of its own part
-      profile_.seconds[L.mla ? ForwardProfile::Mla : ForwardProfile::Gqa] -= kv_attention;
+      profile_.seconds[L.mixer->profile_part()] -= kv_attention;
       profile_.seconds[ForwardProfile::KvAttention] += kv_attention;
       kv_attention = 0;
     }
@@ -400,9 +365,8 @@ void HybridModel::forward(const ForwardBatch& batch, float* logits) {
     });
     mark_part(ForwardProfile::Norms);
     if (shard_.split() && shard_.rank != 0) std::memset(x, 0, size_t(N) * size_t(H) * sizeof(float));
-    if (L.moe) L.moe->forward(ctx, h, x);
-    else L.dense->forward(ctx, h, x, N);
-    mark_part(L.moe ? ForwardProfile::Moe : ForwardProfile::DenseFfn);
+    L.ffn->forward(ctx, h, x);
+    mark_part(L.ffn->profile_part());
     arena_.rewind(mark);
     reduce_residual(x, N, mark_part);
     if (!taps_.empty() && tap_of_layer_[li] >= 0) {
@@ -471,14 +435,16 @@ void HybridModel::commit_speculative(int slot, int keep) {
     return;
   }
   const float* entries = rollback_.data() + size_t(slot) * positions * replay_floats_per_token_;
-  std::vector<const Layer*>& kda = kda_layers_;
-  for (const Layer* L : kda) L->kda->replay_conv(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep);
-  const int heads = local_.kda.num_heads;
-  parallel_items(pool_.get(), int(kda.size()) * heads, [&](int item, int thread) {
-    const Layer* L = kda[size_t(item / heads)];
-    L->kda->replay_head(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep, item % heads,
-                        thread_scratch_[size_t(thread)].data());
-  }, 4.0 * double(cfg_.kda.head_dim) * cfg_.kda.head_dim * keep);
+  const std::vector<const Layer*>& rec = recurrent_layers_;
+  for (const Layer* L : rec) L->mixer->replay_prepare(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep);
+  if (rec.empty()) return;
+  // Every recurrent layer's items (KDA: its heads), as many in each.
+  const int items = rec[0]->mixer->replay_items();
+  parallel_items(pool_.get(), int(rec.size()) * items, [&](int item, int thread) {
+    const Layer* L = rec[size_t(item / items)];
+    L->mixer->replay_item(st + L->state_offset, entries + L->replay_offset, replay_floats_per_token_, keep, item % items,
+                          thread_scratch_[size_t(thread)].data());
+  }, rec[0]->mixer->replay_item_work(keep));
 }
 
 void HybridModel::save_state(int slot, void* dst) const {
@@ -500,8 +466,8 @@ void HybridModel::for_each_block_span(int block, F&& f) const {
   DS_CHECK(allocated_ && block >= 0 && block < limits_.num_kv_blocks, "KV block " + std::to_string(block) + " outside the pool");
   const size_t bs = size_t(limits_.block_size / shard_.dcp), scale = bs * size_t(limits_.num_kv_blocks);
   for (const Layer& L : layers_) {
-    if (L.kda) continue;
-    const size_t row = L.mla ? L.mla->kv_row_bytes(kv_dtype_) : L.gqa->kv_row_bytes(kv_dtype_);
+    const size_t row = L.mixer->kv_row_bytes(kv_dtype_);
+    if (row == 0) continue;
     f(kv_pool_.get() + L.kv_offset * scale + size_t(block) * bs * row, bs * row);
   }
 }
