@@ -73,7 +73,8 @@ class ModelMemory final : public CacheMemory {
 
   std::vector<Part> parts_;
   std::vector<size_t> recurrent_;  // the layers with state, for replay
-  // The replay's independent items, (layer, item) in layer order, and each one's work.
+  // The replay's independent items, (layer, item) in layer order; each is priced at the first
+  // recurrent layer's replay_item_work (only whether to share them out depends on it).
   struct ReplayItem {
     size_t layer;
     int item;
