@@ -54,8 +54,10 @@ size_t GqaMixer::kv_row_bytes(KvDtype dt) const { return size_t(nkv_) * head_row
 size_t GqaMixer::weight_bytes() const { return qkv_.bytes() + o_proj_.bytes(); }
 
 
-void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size,
-                       KvDtype dt) const {
+void GqaMixer::forward(const StepContext& ctx, const float* h, float* x, const LayerMemory& mem) const {
+  std::byte* kv_pool = mem.kv;
+  const int block_size = mem.block_size;
+  const KvDtype dt = mem.kv_dtype;
   const int N = ctx.num_tokens;
   const size_t qkv_w = size_t((nh_ + 2 * nkv_) * hd_);
   const size_t kvw = size_t(nkv_ * hd_);

@@ -74,8 +74,10 @@ size_t KdaMixer::weight_bytes() const {
          (conv_w_.size() + dt_bias_.size() + a_.size() + o_norm_.size()) * sizeof(float);
 }
 
-void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, float* states,
-                       size_t slot_stride, const KdaRollback& rb) const {
+void KdaMixer::forward(const StepContext& ctx, const float* h, float* x, const LayerMemory& mem) const {
+  float* states = mem.states;
+  const size_t slot_stride = mem.slot_stride;
+  const RollbackArea& rb = mem.rollback;
   const int N = ctx.num_tokens;
   const int HD = H_ * D_;
   const size_t Wp = size_t(3 * HD + 2 * D_ + H_);

@@ -84,8 +84,10 @@ size_t MlaMixer::kv_row_bytes(KvDtype dt) const {
   return kv_has_scales(dt) ? align4(codes) + sizeof(float) : codes;
 }
 
-void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, std::byte* kv_pool, int block_size,
-                       KvDtype dt) const {
+void MlaMixer::forward(const StepContext& ctx, const float* h, float* x, const LayerMemory& mem) const {
+  std::byte* kv_pool = mem.kv;
+  const int block_size = mem.block_size;
+  const KvDtype dt = mem.kv_dtype;
   const int N = ctx.num_tokens;
   const size_t qw = size_t(nh_ * (nope_ + R_)), lat = size_t(L_ + R_);
   Arena& arena = *ctx.arena;

@@ -8,19 +8,21 @@
 #include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/dense_ffn.h"
+#include "model/ffn.h"
 #include "model/step_context.h"
 #include "model/weight_loader.h"
 
 namespace ds {
 
-class MoeFfn {
+class MoeFfn final : public Ffn {
  public:
   MoeFfn(const ModelConfig& c, const WeightLoader& w);
-  void forward(const StepContext& ctx, const float* h, float* x) const;
-  size_t temp_floats(int n) const;
-  size_t weight_bytes() const;
-  size_t decode_weight_bytes() const;  // shared experts + router + top-k's share of the routed
-  void set_activation_dtype(ActivationDtype a) {
+  void forward(const StepContext& ctx, const float* h, float* x) const override;
+  ForwardProfile::Part profile_part() const override { return ForwardProfile::Moe; }
+  size_t temp_floats(int n) const override;
+  size_t weight_bytes() const override;
+  size_t decode_weight_bytes() const override;  // shared experts + router + top-k's share of the routed
+  void set_activation_dtype(ActivationDtype a) override {
     ds::set_activation_dtype(router_, a);
     for (PackedWeight& w : w13_) ds::set_activation_dtype(w, a);
     for (PackedWeight& w : w2_) ds::set_activation_dtype(w, a);

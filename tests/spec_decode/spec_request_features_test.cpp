@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -66,21 +65,13 @@ SpecOptions with_auto(SpecOptions s) {
   return s;
 }
 
-// A target and the drafters that run on it, with the engine settings they share; `written`: the
-// model folders written for it in the temp folder, removed when it goes.
+// A target and the drafters that run on it, with the engine settings they share. The model
+// folders preset_model writes are removed when the process exits (support/remove_at_exit.h).
 struct Target {
   std::string target;
   int vocab = 0;
   EngineConfig cfg;
   std::vector<Drafter> drafters;
-  std::vector<std::string> written;
-  Target() = default;
-  Target(const Target&) = delete;
-  Target(Target&&) = default;
-  ~Target() {
-    std::error_code ec;
-    for (const std::string& dir : written) std::filesystem::remove_all(dir, ec);
-  }
 };
 
 EngineConfig features_config() {
@@ -109,7 +100,6 @@ Target hybrid_target() {
                      {"draft model auto", with_auto(model_draft(twin, 0))},
                      {"suffix K 4", suffix_draft(4)},
                      {"suffix auto", with_auto(suffix_draft(0))}};
-  hybrid.written = {hybrid.target, twin};
   return hybrid;
 }
 

@@ -132,16 +132,10 @@ class HermesHead {
   std::string name_;
 };
 
-class HermesParser final : public ToolCallParser {
+class HermesParser final : public ByteParser {
  public:
   HermesParser(std::vector<std::string> names, std::function<std::string()> new_id)
       : names_(std::move(names)), new_id_(std::move(new_id)) {}
-
-  ParseEvents feed(std::string_view text) override {
-    ParseEvents ev;
-    for (char c : text) step(c, ev);
-    return ev;
-  }
 
   ParseEvents finish() override {
     ParseEvents ev;
@@ -166,7 +160,7 @@ class HermesParser final : public ToolCallParser {
   // AfterArgs: the rest of the object. Close: after the object, expecting </tool_call>.
   enum class State { Content, Head, Buffered, Args, AfterArgs, Close };
 
-  void step(char c, ParseEvents& ev) {
+  void step(char c, ParseEvents& ev) override {
     switch (state_) {
       case State::Content: {
         std::string ws;

@@ -23,15 +23,9 @@ std::string kimi_function_name(std::string_view id) {
   return std::string(id.substr(prefix.size(), colon - prefix.size()));
 }
 
-class KimiParser final : public ToolCallParser {
+class KimiParser final : public ByteParser {
  public:
   explicit KimiParser(std::vector<std::string> names) : names_(std::move(names)) {}
-
-  ParseEvents feed(std::string_view text) override {
-    ParseEvents ev;
-    for (char c : text) step(c, ev);
-    return ev;
-  }
 
   ParseEvents finish() override {
     ParseEvents ev;
@@ -61,7 +55,7 @@ class KimiParser final : public ToolCallParser {
   // if it opens an object). Args: streaming its arguments.
   enum class State { Content, Section, Id, ArgsStart, Args };
 
-  void step(char c, ParseEvents& ev) {
+  void step(char c, ParseEvents& ev) override {
     switch (state_) {
       case State::Content: {
         std::string ws;

@@ -180,6 +180,20 @@ class ContentGate {
   bool trim_ws_ = false;
 };
 
+// A parser that reads the model's text one byte at a time, whatever the chunks it arrives in
+// (token boundaries fall anywhere, tags included): each format implements step().
+class ByteParser : public ToolCallParser {
+ public:
+  ParseEvents feed(std::string_view text) final {
+    ParseEvents ev;
+    for (char c : text) step(c, ev);
+    return ev;
+  }
+
+ protected:
+  virtual void step(char c, ParseEvents& ev) = 0;
+};
+
 // Adds arguments text to the call at index, in this feed's delta for it.
 inline void add_arguments(ParseEvents& ev, int index, std::string_view text) {
   if (text.empty()) return;
