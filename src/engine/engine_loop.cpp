@@ -88,7 +88,7 @@ EngineLoop::EngineLoop(std::unique_ptr<Model> model, std::unique_ptr<Speculator>
   // Everything the step loop touches is sized here, for the largest step the settings allow.
   logits_.resize(size_t(limits.max_logit_rows) * size_t(vocab_));
   emitted_.resize(size_t(limits.max_logit_rows));
-  for (auto* v : {&row_of_, &n_emitted_, &accepted_}) v->resize(size_t(cfg_.max_num_seqs) + 1);
+  for (auto* v : {&row_of_, &n_emitted_, &accepted_, &kept_}) v->resize(size_t(cfg_.max_num_seqs) + 1);
   reason_.resize(size_t(cfg_.max_num_seqs) + 1);
   scratch_.reserve(size_t(cfg_.max_num_seqs) + size_t(cfg_.max_waiting));
   if (spec_) spec_->calibrate(limits, logits_.data());
@@ -246,7 +246,9 @@ void EngineLoop::step() {
   mark[PhaseSample + 1] = Clock::now();
   accept(plan);
   mark[PhaseAccept + 1] = Clock::now();
-  scheduler_->commit_step();
+  scheduler_->commit_step(std::span<const int32_t>(kept_));
+  // Every snapshot is the scheduler's plan; the verify rounds' are known only now.
+  for (const StateSave& sv : plan.commit_saves) cache_->save_state(sv.slot, sv.hash);
   mark[PhaseCommit + 1] = Clock::now();
   stream(plan);
   mark[PhaseStream + 1] = Clock::now();
@@ -324,7 +326,7 @@ void EngineLoop::sample(const StepPlan& plan) {
     const SamplingFilter f = filter_of(s->req.sampling);
     const float* lg = logits_.data() + size_t(row) * size_t(vocab_);
     row_of_[size_t(c)] = row;
-    const int k = plan.spec_k[i];
+    const int k = plan.spec[i].k;
     if (k > 0) {
       const VerifyOutcome o = spec_->verify(*s, plan, i, k, lg);
       const int32_t* draft = plan.tokens.data() + plan.chunks[i].token_offset + 1;
@@ -348,13 +350,14 @@ void EngineLoop::sample(const StepPlan& plan) {
   }
 }
 
-void EngineLoop::accept(StepPlan& plan) {
+void EngineLoop::accept(const StepPlan& plan) {
   // The emitted tokens join their sequences, up to the first that ends the request. A verify
   // chunk keeps the tokens it fed that are now committed: the pending one and the accepted
   // draft tokens before the last emitted token (which is pending now).
   const auto t0 = Clock::now();
   int c = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    kept_[i] = plan.chunks[i].num_tokens;
     if (plan.chunks[i].num_logits == 0) continue;
     Sequence* s = plan.seqs[i];
     const int row = row_of_[size_t(c)];
@@ -381,14 +384,14 @@ void EngineLoop::accept(StepPlan& plan) {
     }
     n_emitted_[size_t(c)] = m;
     reason_[size_t(c)] = reason;
-    const int k = plan.spec_k[i];
+    const int k = plan.spec[i].k;
     if (k > 0) {
       spec_->settle(*s, plan, i, k, accepted_[size_t(c)], m);
-      plan.keep[i] = m;
+      kept_[i] = m;
     }
     ++c;
   }
-  if (spec_) spec_->after_accept(plan, std::span<const int32_t>(plan.keep), t0);
+  if (spec_) spec_->after_accept(plan, std::span<const int32_t>(kept_), t0);
 }
 
 void EngineLoop::stream(const StepPlan& plan) {

@@ -64,7 +64,7 @@ class EngineLoop {
   void count_admissions(const StepPlan& plan);
   void forward(const StepPlan& plan);
   void sample(const StepPlan& plan);
-  void accept(StepPlan& plan);
+  void accept(const StepPlan& plan);
   void stream(const StepPlan& plan);
   void finish_done(const StepPlan& plan);
   void publish_counts();
@@ -105,6 +105,9 @@ class EngineLoop {
   // emitted_), the draft tokens its verifier accepted, and how it ends its request.
   std::vector<int32_t> emitted_;
   std::vector<int32_t> row_of_, n_emitted_, accepted_;
+  // Per planned chunk: its tokens now committed (all of them, but a verify round's accepted
+  // part), the step's outcome for the scheduler's commit.
+  std::vector<int32_t> kept_;
   std::vector<FinishReason> reason_;
 
   // Speculative decoding (engine/speculation.h); null without it.

@@ -87,15 +87,15 @@ CacheMemory& Speculator::cache_memory() {
 
 void Speculator::propose_early(const std::vector<std::unique_ptr<Sequence>>& running) {
   // One job for every decoding sequence that may speculate; the proposals go to
-  // Sequence::proposal, for the scheduler to plan verify chunks.
+  // Sequence::spec.proposal, for the scheduler to plan verify chunks.
   const int K = o_.num_speculative_tokens;
   pjobs_.clear();
   pseqs_.clear();
   for (const auto& up : running) {
     Sequence* s = up.get();
-    s->proposal.clear();
+    s->spec.proposal.clear();
     if (s->pending() != 1 || s->req.processes_logits()) continue;
-    s->proposal.assign(size_t(K), 0);
+    s->spec.proposal.assign(size_t(K), 0);
     ProposeJob j;
     j.slot = s->slot;
     j.owner = s->stream->id();
@@ -106,13 +106,13 @@ void Speculator::propose_early(const std::vector<std::unique_ptr<Sequence>>& run
     j.filter = filter_of(s->req.sampling);
     j.uniform = draft_uniform(*s);
     j.coupled = s->req.sampling.reproducible;
-    j.tokens = s->proposal.data();
+    j.tokens = s->spec.proposal.data();
     if (method_->keeps_probs(j.filter)) j.q = probs_of(s->slot);
     pjobs_.push_back(std::move(j));
     pseqs_.push_back(s);
   }
   method_->propose(std::span<ProposeJob>(pjobs_));
-  for (size_t i = 0; i < pjobs_.size(); ++i) pseqs_[i]->proposal.resize(size_t(pjobs_[i].proposed));
+  for (size_t i = 0; i < pjobs_.size(); ++i) pseqs_[i]->spec.proposal.resize(size_t(pjobs_[i].proposed));
   mirror_count(metrics_->spec_no_proposal, method_->misses());
 }
 
@@ -128,8 +128,8 @@ void Speculator::before_schedule(const std::vector<std::unique_ptr<Sequence>>& r
   double base_work = 0;
   for (const auto& up : running) {
     Sequence* s = up.get();
-    if (!early) s->proposal.clear();
-    s->spec_budget = 0;
+    if (!early) s->spec.proposal.clear();
+    s->spec.budget = 0;
     if (s->pending() != 1) {
       const int n = std::min(s->pending(), cfg_.max_num_batched_tokens);
       base_rows += n;  // a prefill: its rows (the total is capped below); its attention is not
@@ -138,14 +138,14 @@ void Speculator::before_schedule(const std::vector<std::unique_ptr<Sequence>>& r
     ++base_rows;
     base_work += attention_work(s->num_computed, 1);
     if (s->req.processes_logits()) continue;  // constrained and penalised rows never speculate
-    const int max_k = early ? int(s->proposal.size()) : K;
-    s->spec_budget = max_k;
+    const int max_k = early ? int(s->spec.proposal.size()) : K;
+    s->spec.budget = max_k;
     if (cost_ && max_k > 0) {
-      if (s->acceptance.reached.empty()) s->acceptance = acceptance_->fresh();
+      if (s->spec.acceptance.reached.empty()) s->spec.acceptance = acceptance_->fresh();
       DraftCandidate c;
       c.max_k = max_k;
       c.context = attention_work(s->num_computed, 1);
-      acceptance_->estimate(s->acceptance, &c.alpha);
+      acceptance_->estimate(s->spec.acceptance, &c.alpha);
       candidates_.push_back(std::move(c));
       candidate_seqs_.push_back(s);
     }
@@ -153,7 +153,7 @@ void Speculator::before_schedule(const std::vector<std::unique_ptr<Sequence>>& r
   if (!cost_) return;
   const DraftChoice choice =
       choose_draft_lengths(candidates_, std::min(base_rows, cfg_.max_num_batched_tokens), base_work, *cost_);
-  for (size_t i = 0; i < candidate_seqs_.size(); ++i) candidate_seqs_[i]->spec_budget = choice.k[i];
+  for (size_t i = 0; i < candidate_seqs_.size(); ++i) candidate_seqs_[i]->spec.budget = choice.k[i];
 }
 
 // ---- with the plan ----
@@ -162,10 +162,10 @@ void Speculator::on_plan(const StepPlan& plan) {
   // The draft length each decoding sequence got (the scheduler may cut auto's choice at a block
   // boundary or the length limit), and what auto expects of it.
   for (int i = 0; i < plan.num_decode; ++i) {
-    const int k = plan.spec_k[size_t(i)];
+    const int k = plan.spec[size_t(i)].k;
     metrics_->spec_chosen_draft_tokens->Observe(double(k));
     if (acceptance_ && k > 0) {
-      acceptance_->estimate(plan.seqs[size_t(i)]->acceptance, &alpha_);
+      acceptance_->estimate(plan.seqs[size_t(i)]->spec.acceptance, &alpha_);
       double cum = 1.0, expected = 0.0;
       for (int j = 0; j < k; ++j) expected += (cum *= alpha_[size_t(j)]);
       metrics_->spec_predicted_accepted_tokens->Increment(expected);
@@ -185,10 +185,10 @@ void Speculator::draft(StepPlan& plan) {
     j.slot = c.slot;
     j.block_table = c.block_table;
     if (int(i) < plan.num_decode) {
-      j.start = s->draft_computed;
-      j.feed = std::span<const int32_t>(s->tokens.data() + s->draft_computed, size_t(s->num_computed + 1 - s->draft_computed));
-      j.k = plan.spec_k[i];
-      j.feed_last = plan.feed_last[i] != 0;
+      j.start = s->spec.draft_computed;
+      j.feed = std::span<const int32_t>(s->tokens.data() + s->spec.draft_computed, size_t(s->num_computed + 1 - s->spec.draft_computed));
+      j.k = plan.spec[i].k;
+      j.feed_last = plan.spec[i].feed_last;
       j.filter = filter_of(s->req.sampling);
       j.uniform = draft_uniform(*s);
       j.coupled = s->req.sampling.reproducible;
@@ -235,17 +235,22 @@ void Speculator::settle(Sequence& s, const StepPlan& plan, size_t i, int k, int 
   if (method_->drafts_in_plan()) {
     const int keep_draft = std::min(m - 1, jobs_[i].spec_fed());
     method_->commit(slot, keep_draft);
-    s.draft_computed = s.num_computed + 1 + keep_draft;
+    s.spec.draft_computed = s.num_computed + 1 + keep_draft;
   }
-  if (acceptance_) acceptance_->observe(s.acceptance, k, accepted);
+  if (acceptance_) acceptance_->observe(s.spec.acceptance, k, accepted);
   rolled_ = true;
   count_round(k, accepted);
-  s.spec_drafted += k;
-  s.spec_accepted += accepted;
-  ++s.spec_rounds;
+  s.spec.drafted += k;
+  s.spec.accepted += accepted;
+  ++s.spec.rounds;
 }
 
 void Speculator::after_accept(const StepPlan& plan, std::span<const int32_t> kept, Clock::time_point t0) {
+  if (method_->mirror()) {
+    // A mirroring draft fed every chunk but the verify rounds in full (settle counted those).
+    for (size_t i = 0; i < plan.chunks.size(); ++i)
+      if (plan.spec[i].k == 0) plan.seqs[i]->spec.draft_computed = plan.seqs[i]->num_computed + plan.chunks[i].num_tokens;
+  }
   if (method_->observes()) {
     // The rows whose tokens are now committed, with their taps, become the method's context.
     method_->begin_observe();
@@ -276,7 +281,7 @@ void Speculator::count_round(int k, int accepted) {
 void Speculator::record_step(const StepPlan& plan, const StepSample& s, double proposing) {
   metrics_->spec_draft_seconds->Increment(s.phase[PhaseDraft]);
   int max_k = 0;
-  for (int32_t k : plan.spec_k) max_k = std::max(max_k, int(k));
+  for (const ChunkSpec& cs : plan.spec) max_k = std::max(max_k, int(cs.k));
   if (max_k > 0) metrics_->spec_verify_seconds->Increment(s.phase[PhaseForward] + s.phase[PhaseSample]);
   if (cost_ && plan.chunks.size() == size_t(plan.num_decode)) {
     // Steps of decode and verify rows only: a prefill's attention (chunked, far cheaper per
@@ -294,7 +299,7 @@ void Speculator::record_step(const StepPlan& plan, const StepSample& s, double p
 
 void Speculator::retire(Sequence& s) {
   method_->retire(s.stream->id(), std::span<const int32_t>(s.tokens).subspan(size_t(s.num_prompt)));
-  s.stream->set_prediction_tokens(s.spec_accepted, s.spec_drafted - s.spec_accepted, s.spec_rounds);
+  s.stream->set_prediction_tokens(s.spec.accepted, s.spec.drafted - s.spec.accepted, s.spec.rounds);
 }
 
 // ---- auto's calibration ----
