@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/error.h"
+
 namespace ds {
 
 namespace {

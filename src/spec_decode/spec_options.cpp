@@ -78,7 +78,8 @@ void resolve_spec_options(SpecOptions* o) {
   DS_CHECK(k >= 1 && k <= kMaxSpeculativeTokens, "--num-speculative-tokens " + std::to_string(k) + " is outside [1, " +
                                                      std::to_string(kMaxSpeculativeTokens) + "]");
   DS_CHECK(o->window >= 0, "--spec-window " + std::to_string(o->window) + " is negative (0: max_num_seqs)");
-  DS_CHECK(!(o->acceptance_length != 0 && !o->golden_al_file.empty()),
+  // A second run finds the golden file's AL already filled in (its source says so).
+  DS_CHECK(!(o->acceptance_length != 0 && !o->golden_al_file.empty() && o->acceptance_source != o->golden_al_file),
            "give --spec-acceptance-length or --golden-al, not both");
   if (!o->golden_al_file.empty()) {
     const GoldenCurve c = load_golden_curve(o->golden_al_file);
