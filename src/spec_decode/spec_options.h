@@ -9,8 +9,10 @@ class Model;
 
 enum class SpecMethod { Greedy, Probabilistic, Block };
 enum class DraftSample { Greedy, Probabilistic };
-// Where draft tokens come from: a draft model, or suffix tries over the session's own tokens and
-// recent outputs (spec_decode/suffix_proposer.h).
+// Where draft tokens come from, as the older flags say it: a model folder (--draft-model: a draft
+// model, or a parallel drafter on the target's hidden states), or suffix tries over the session's
+// own tokens and recent outputs (spec_decode/suffix_proposer.h). SpecOptions::draft_method names
+// the method exactly (spec_decode/draft_method.h).
 enum class DraftSource { Model, Suffix };
 
 const char* spec_method_name(SpecMethod m);
