@@ -10,7 +10,7 @@
 //   draft            in-plan drafting (a draft model) fills the verify chunks;
 //   verify           a verify chunk's rows against its draft;
 //   settle           after accept: the target's and the draft's states roll back to what stood;
-//   after_accept     the committed rows go to a method that observes them;
+//   after_accept     the draft's fed counts; the committed rows go to a method that observes them;
 //   record_step      the step's drafting and verification times, auto's online fit;
 //   retire           a finished sequence's usage and its output (suffix drafting keeps it).
 // Internal to engine/: the engine's face only forward-declares it.
@@ -74,7 +74,9 @@ class Speculator {
   VerifyOutcome verify(Sequence& s, const StepPlan& plan, size_t i, int k, const float* logits);
   // Chunk i's round emitted m tokens (accepted + 1, or fewer where the request ended).
   void settle(Sequence& s, const StepPlan& plan, size_t i, int k, int accepted, int m);
-  // After every chunk settled; `kept` per chunk: the tokens now committed. t0: when accepting began.
+  // After every chunk settled; `kept` per chunk: the tokens now committed. A mirroring draft's
+  // fed counts follow the other chunks; an observing method gets the committed rows. t0: when
+  // accepting began (the rollback time runs from it).
   void after_accept(const StepPlan& plan, std::span<const int32_t> kept, Clock::time_point t0);
   void record_step(const StepPlan& plan, const StepSample& s, double proposing);
   void retire(Sequence& s);
