@@ -32,6 +32,7 @@
 
 #include "core/log.h"
 #include "engine/engine.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 
 namespace ds {
@@ -191,7 +192,9 @@ Run engine_run(const std::string& target, const SpecOptions& spec, int c, int pr
   ec.activation_dtype = bench_activation_dtype();
   if (const char* p = std::getenv("DS_BENCH_PROFILE_STEPS")) ec.profile_steps = std::atoi(p);
   ec.spec = spec;
-  Engine engine(Model::load(target, threads), ec);
+  std::unique_ptr<Model> model = Model::load(target, threads);
+  std::unique_ptr<Speculator> speculator = make_speculator(ec.spec, *model);
+  Engine engine(std::move(model), std::move(speculator), ec);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < c; ++i) {
     Request r;

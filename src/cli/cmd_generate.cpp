@@ -14,6 +14,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 #include "model/model_files.h"
 #include "tokenizer/stream_decoder.h"
@@ -93,7 +94,8 @@ int run(const GenerateOptions& o) {
   ec.kv_cache_dtype = o.kv_cache_dtype;
   ec.activation_dtype = o.activation_dtype;
   ec.spec = spec_options_of(o.spec);
-  Engine engine(std::move(model), ec);
+  std::unique_ptr<Speculator> speculator = make_speculator(ec.spec, *model);
+  Engine engine(std::move(model), std::move(speculator), ec);
   const SpecOptions spec = engine.config().spec;
 
   Request req;

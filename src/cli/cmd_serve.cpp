@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "distributed/ranks.h"
 #include "engine/engine.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 #include "model/model_files.h"
 #include "server/http_server.h"
@@ -90,7 +91,9 @@ int run_serve(const ServeArgs& a) {
                "--draft-model " + ec.spec.draft_model + " has another tokenizer than the target (" + draft_tok->where +
                    " differs from " + tok_path + "): a draft must share the target's tokenizer");
   }
-  Engine engine(std::move(model), ec);
+  // Speculation is built beside the target, its options resolved before the engine starts.
+  std::unique_ptr<Speculator> spec = make_speculator(ec.spec, *model);
+  Engine engine(std::move(model), std::move(spec), ec);
   const EngineConfig& c = engine.config();
   spdlog::info("engine: max_num_seqs {}, max_num_batched_tokens {}, max_model_len {}, {} KV blocks of {} tokens ({:.3f} GiB)",
                c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, c.num_kv_blocks, c.block_size, c.kv_pool_gb);

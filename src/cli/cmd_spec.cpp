@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "engine/engine.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 #include "model/model_files.h"
 #include "spec_decode/golden_curve.h"
@@ -116,7 +117,9 @@ int calibrate(const CalibrateOptions& o) {
       ec.spec.draft_sample = parse_draft_sample(o.draft_sample);
       ec.spec.confidence_threshold = o.confidence_threshold;
     }
-    Engine engine(Model::load(o.model, o.threads), ec);
+    std::unique_ptr<Model> target = Model::load(o.model, o.threads);
+    std::unique_ptr<Speculator> spec = make_speculator(ec.spec, *target);
+    Engine engine(std::move(target), std::move(spec), ec);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (size_t i = 0; i < prompts.size(); ++i) {

@@ -11,6 +11,7 @@ namespace ds::cli {
 
 struct SpecFlags {
   std::string draft_model;
+  std::string draft_method;  // empty: named from the other flags (resolve_spec_options)
   std::string k;  // a count or "auto"
   int window = 0;
   std::string method = "block", verify, draft_sample = "probabilistic", rollback = "lanes";
@@ -21,6 +22,7 @@ struct SpecFlags {
   // The options whose use depends on another flag, to tell given from defaulted (null: never
   // registered, as in tests that fill the fields by hand).
   const CLI::Option* method_opt = nullptr;
+  const CLI::Option* draft_method_opt = nullptr;
   const CLI::Option* draft_sample_opt = nullptr;
   const CLI::Option* confidence_opt = nullptr;
   const CLI::Option* suffix_cache_opt = nullptr;
@@ -29,6 +31,9 @@ struct SpecFlags {
 
 inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
   cmd->add_option("--draft-model", f->draft_model, "Draft model directory (same tokenizer): enables speculative decoding");
+  f->draft_method_opt = cmd->add_option("--draft-method", f->draft_method,
+                  "What drafts: draft_model or parallel (from --draft-model DIR), or suffix (suffix tries, no "
+                  "draft model; the same as --spec-method suffix). Default: named by the other flags");
   cmd->add_option("--num-speculative-tokens", f->k,
                   "Draft tokens per round, 1..16, or auto: chosen per sequence and step by the cost model");
   f->method_opt = cmd->add_option("--spec-method", f->method,
@@ -62,8 +67,15 @@ inline void add_spec_flags(CLI::App* cmd, SpecFlags* f) {
 // --num-speculative-tokens is not "0 outside [1, 16]").
 inline void check_spec_flag_pairs(const SpecFlags& f) {
   auto given = [](const CLI::Option* o) { return o != nullptr && o->count() > 0; };
-  const bool suffix = f.method == "suffix";
-  const std::string source = suffix ? "--spec-method suffix" : "--draft-model";
+  if (!f.draft_method.empty() && !is_draft_method(f.draft_method))
+    throw Error("--draft-method '" + f.draft_method + "' is not one of " + draft_method_names());
+  const bool by_method = f.draft_method == "suffix";
+  const bool suffix = f.method == "suffix" || by_method;
+  const std::string source = f.method == "suffix" ? "--spec-method suffix" : by_method ? "--draft-method suffix" : "--draft-model";
+  if (by_method && !f.verify.empty() && f.method != "suffix")
+    throw Error("--spec-verify goes with --spec-method suffix (with --draft-method suffix, --spec-method is the verifier)");
+  if (!f.draft_method.empty() && !by_method && f.draft_model.empty())
+    throw Error("--draft-method " + f.draft_method + " needs --draft-model (the drafter's folder)");
   if (f.k.empty() && (suffix || !f.draft_model.empty()))
     throw Error(source + " needs --num-speculative-tokens: draft tokens per round, a count in [1, " +
                 std::to_string(kMaxSpeculativeTokens) + "], or auto");
@@ -105,9 +117,13 @@ inline SpecOptions spec_options_of(const SpecFlags& f) {
       throw Error(flag + " '" + v + "' is not one of greedy, probabilistic, block" + also);
     }
   };
+  o.draft_method = f.draft_method;
   if (f.method == "suffix") {
     o.source = DraftSource::Suffix;
     o.method = f.verify.empty() ? SpecMethod::Block : verifier("--spec-verify", f.verify, "");
+  } else if (f.draft_method == "suffix") {
+    o.source = DraftSource::Suffix;
+    o.method = verifier("--spec-method", f.method, ", suffix");
   } else {
     DS_CHECK(f.verify.empty(), "--spec-verify goes with --spec-method suffix (otherwise --spec-method is the verifier)");
     o.method = verifier("--spec-method", f.method, ", suffix");

@@ -4,8 +4,14 @@
 
 namespace ds {
 
-Engine::Engine(std::unique_ptr<Model> model, EngineConfig cfg)
-    : loop_(std::make_unique<EngineLoop>(std::move(model), std::move(cfg))) {}
+Engine::Engine(std::unique_ptr<Model> model, std::unique_ptr<Speculator> spec, EngineConfig cfg)
+    : loop_(std::make_unique<EngineLoop>(std::move(model), std::move(spec), std::move(cfg))) {}
+
+Engine::Engine(std::unique_ptr<Model> model, EngineConfig cfg) {
+  DS_CHECK(model != nullptr, "engine: no model");
+  std::unique_ptr<Speculator> spec = make_speculator(cfg.spec, *model);
+  loop_ = std::make_unique<EngineLoop>(std::move(model), std::move(spec), std::move(cfg));
+}
 Engine::~Engine() { stop(); }
 
 std::shared_ptr<RequestStream> Engine::submit(Request req) { return loop_->submit(std::move(req)); }

@@ -17,6 +17,7 @@ namespace ds {
 
 class Model;
 class EngineLoop;
+class Speculator;
 
 // submit() refuses with these; the server maps them to HTTP statuses.
 class EngineBusy : public Error {  // waiting queue at its bound: 503 + Retry-After
@@ -43,7 +44,11 @@ struct EngineSnapshot {
 class Engine {
  public:
   // Resolves and validates cfg against the model (throws ds::Error, one line), allocates the
-  // model's runtime and starts the engine thread.
+  // model's runtime and starts the engine thread. `spec` is speculative decoding's side, built
+  // beside the target from resolved options (engine/speculation.h: make_speculator), or null
+  // without it.
+  Engine(std::unique_ptr<Model> model, std::unique_ptr<Speculator> spec, EngineConfig cfg);
+  // The same, building the speculator cfg.spec asks for first (make_speculator).
   Engine(std::unique_ptr<Model> model, EngineConfig cfg);
   ~Engine();
   Engine(const Engine&) = delete;

@@ -72,8 +72,8 @@ void resolve_engine_config(EngineConfig* c, const Model& model, const Model* dra
   check_positions(c->max_model_len, mc, "the model's");
   if (mc.vocab_size < 1) fail("model reports vocab_size " + std::to_string(mc.vocab_size));
   resolve_spec_options(&c->spec);
-  const bool parallel = c->spec.has_draft_model() && c->spec.parallel_drafter;  // set by the engine (engine_loop.cpp)
-  if (c->spec.has_draft_model() && !draft && !parallel) fail("--draft-model is set but no draft model was loaded");
+  const bool parallel = c->spec.draft_method == "parallel";  // named by resolve_spec_options
+  if (c->spec.draft_method == "draft_model" && !draft) fail("--draft-model is set but no draft model was loaded");
   if (c->spec.confidence_threshold != 0 && !parallel)
     fail("--draft-confidence-threshold needs a parallel drafter (--draft-model whose model_type is " +
          std::string(kDSparkModelType) + ")");

@@ -48,7 +48,9 @@ struct EngineConfig {
 
   // Prefix caching (docs/prefix-cache.md): cached KV blocks, state snapshots, their spill folder.
   PrefixCacheOptions prefix;
-  // Speculative decoding (docs/speculative-decoding.md): a draft model proposes, the target verifies.
+  // Speculative decoding (docs/speculative-decoding.md): a draft method (a draft model, suffix
+  // drafting or a parallel drafter) proposes, the target verifies. Resolved before the engine
+  // starts, with the speculator (engine/speculation.h).
   SpecOptions spec;
 };
 

@@ -2,20 +2,19 @@
 // the engine thread, which owns the model, the prefix cache, the scheduler and every sequence
 // and runs one step after another:
 //   admit    take new requests in, retire cancelled ones;
-//   plan     the scheduler picks decode rows, prefill chunks and admissions (cache lookups);
+//   propose  before the plan, with speculation: the speculator's early drafting (suffix, the
+//            parallel drafter) and under auto each sequence's draft length (engine/speculation.h);
+//   plan     the scheduler picks decode rows (verify chunks), prefill chunks and admissions;
+//   draft    with a draft model: the speculator fills the verify chunks;
 //   forward  restore claimed states, run the model over the flattened batch, save snapshots;
-//   propose  before the plan, with suffix drafting: each decoding sequence's proposal from the
-//            suffix tries (spec_decode/suffix_proposer.h); under auto, each one's draft length from
-//            the cost model (spec_decode/draft_length.h);
-//   draft    with a draft model: it feeds what the target feeds and proposes k tokens for
-//            every decoding sequence (spec_decode/drafter.h), filling the verify chunks;
 //   sample   one token per sequence that asked for logits, each from its own random stream;
-//            a verify chunk's k + 1 rows go through the verifier instead (spec_decode/verifier.h);
+//            a verify chunk's k + 1 rows go to the speculator's verifier instead;
 //   accept   the tokens join their sequences (cut at a stop token or the length limit), and
-//            speculative states roll back to the accepted ones;
+//            the speculator rolls speculative states back to the accepted ones;
 //   commit   the fed tokens count as computed; the cache publishes blocks that filled;
 //   stream   tokens (and logprobs) to each request's stream;
 //   finish   stop tokens, max_tokens and max_model_len end requests, freeing their blocks.
+// Speculation is the speculator's alone: this file calls it at those points and names no drafter.
 // Internal to engine/: nothing outside includes this.
 #pragma once
 #include <atomic>
@@ -35,19 +34,14 @@
 #include "engine/step_profile.h"
 #include "kernels/sampling.h"
 #include "model/model.h"
-#include "spec_decode/draft_length.h"
-#include "spec_decode/drafter.h"
-#include "spec_decode/parallel_drafter.h"
-#include "spec_decode/spec_memory.h"
-#include "spec_decode/suffix_proposer.h"
-#include "spec_decode/synthetic_acceptance.h"
-#include "spec_decode/verifier.h"
+#include "engine/speculation.h"
 
 namespace ds {
 
 class EngineLoop {
  public:
-  EngineLoop(std::unique_ptr<Model> model, EngineConfig cfg);
+  // `spec`: the speculator for cfg.spec (make_speculator), or null without speculation.
+  EngineLoop(std::unique_ptr<Model> model, std::unique_ptr<Speculator> spec, EngineConfig cfg);
   ~EngineLoop();
 
   std::shared_ptr<RequestStream> submit(Request req);
@@ -68,22 +62,13 @@ class EngineLoop {
   // The phases of a step, in order.
   void admit_and_retire(std::vector<std::unique_ptr<Sequence>>* arrived);
   void count_admissions(const StepPlan& plan);
-  // Before the schedule: suffix proposals, and under auto each decoding sequence's draft length.
-  void plan_drafts();
-  void propose_parallel();
-  void observe_committed(const StepPlan& plan);
-  void count_chosen(const StepPlan& plan);
-  void draft(StepPlan& plan);
   void forward(const StepPlan& plan);
   void sample(const StepPlan& plan);
-  void accept(StepPlan& plan);
-  void count_round(int k, int accepted);
+  void accept(const StepPlan& plan);
   void stream(const StepPlan& plan);
   void finish_done(const StepPlan& plan);
   void publish_counts();
   void mirror_cache_counters();
-  // auto: times verify-shaped steps of 1 .. the most rows a step can have, for the cost model.
-  void calibrate_step_cost(const RuntimeLimits& limits);
 
   void finish(std::unique_ptr<Sequence> seq, FinishReason reason, const std::string& error = {});
   void fail_all(const std::string& error);
@@ -120,26 +105,13 @@ class EngineLoop {
   // emitted_), the draft tokens its verifier accepted, and how it ends its request.
   std::vector<int32_t> emitted_;
   std::vector<int32_t> row_of_, n_emitted_, accepted_;
+  // Per planned chunk: its tokens now committed (all of them, but a verify round's accepted
+  // part), the step's outcome for the scheduler's commit.
+  std::vector<int32_t> kept_;
   std::vector<FinishReason> reason_;
 
-  // Speculative decoding (null / empty without it; drafter_ only with a draft model, proposer_
-  // only with suffix drafting, cost_ and acceptance_ only under auto).
-  std::unique_ptr<Drafter> drafter_;
-  std::unique_ptr<ParallelDrafter> pdrafter_;  // a parallel drafter instead (one forward a round)
-  std::vector<ParallelDraftJob> pjobs_;
-  std::vector<Sequence*> pseqs_;  // the sequence of each job in pjobs_
-  std::unique_ptr<SuffixProposer> proposer_;
-  std::unique_ptr<StepCostModel> cost_;
-  std::unique_ptr<AcceptanceModel> acceptance_;
-  std::vector<DraftCandidate> candidates_;
-  std::vector<Sequence*> candidate_seqs_;
-  std::vector<double> alpha_;
-  std::unique_ptr<SpecCacheMemory> spec_memory_;
-  std::unique_ptr<Verifier> verifier_;
-  std::unique_ptr<SyntheticAcceptance> synthetic_;
-  std::vector<DraftJob> jobs_;
-  std::vector<float> draft_probs_;  // [slot][K][vocab], probabilistic drafting only
-  std::vector<prometheus::Counter*> position_drafted_, position_accepted_;
+  // Speculative decoding (engine/speculation.h); null without it.
+  std::unique_ptr<Speculator> spec_;
   std::vector<std::unique_ptr<Sequence>> scratch_;
   // The step profiler, and what happened before the step it records next (docs/architecture.md).
   std::unique_ptr<StepProfiler> profiler_;

@@ -13,11 +13,10 @@ Scheduler::Scheduler(const SchedulerLimits& limits, PrefixCache& cache)
   plan_.tokens.reserve(size_t(limits.max_num_batched_tokens));
   plan_.chunks.reserve(size_t(limits.max_num_seqs));
   plan_.seqs.reserve(size_t(limits.max_num_seqs));
-  plan_.spec_k.reserve(size_t(limits.max_num_seqs));
-  plan_.feed_last.reserve(size_t(limits.max_num_seqs));
-  plan_.keep.reserve(size_t(limits.max_num_seqs));
+  plan_.spec.reserve(size_t(limits.max_num_seqs));
   plan_.restores.reserve(size_t(limits.max_num_seqs));
   plan_.saves.reserve(size_t(limits.max_num_seqs) * 2);
+  plan_.commit_saves.reserve(size_t(limits.max_num_seqs));
   plan_.first_admitted.reserve(size_t(limits.max_num_seqs));
 }
 
@@ -34,7 +33,6 @@ void Scheduler::release(Sequence& s) {
   if (s.slot >= 0) free_slots_.push_back(s.slot);
   s.slot = -1;
   s.num_computed = 0;
-  s.draft_computed = 0;
 }
 
 void Scheduler::take_cancelled(std::vector<std::unique_ptr<Sequence>>* out) {
@@ -88,12 +86,10 @@ SeqChunk Scheduler::chunk_of(const Sequence* s, int n) const {
   return c;
 }
 
-void Scheduler::push_chunk(Sequence* s, const SeqChunk& c, int k, bool feed_last, int keep) {
+void Scheduler::push_chunk(Sequence* s, const SeqChunk& c, int k, bool feed_last) {
   plan_.chunks.push_back(c);
   plan_.seqs.push_back(s);
-  plan_.spec_k.push_back(k);
-  plan_.feed_last.push_back(feed_last ? 1 : 0);
-  plan_.keep.push_back(keep);
+  plan_.spec.push_back({k, feed_last});
   plan_.num_logits += c.num_logits;
 }
 
@@ -103,7 +99,7 @@ void Scheduler::plan_chunk(Sequence* s, int n) {
   c.num_logits = (n == s->pending()) ? 1 : 0;
   plan_.tokens.insert(plan_.tokens.end(), s->tokens.begin() + s->num_computed,
                       s->tokens.begin() + s->num_computed + n);
-  push_chunk(s, c, 0, false, n);
+  push_chunk(s, c, 0, false);
   const int end = s->num_computed + n;
   // What this prompt adds to the prefix cache (Anthropic's cache_creation_input_tokens): up to
   // the state snapshot it saves, or for a model without recurrent state, the whole blocks.
@@ -121,11 +117,12 @@ void Scheduler::plan_verify(Sequence* s, int k, bool feed_last) {
   c.num_logits = k + 1;
   c.spec_lane = 0;
   plan_.tokens.push_back(s->tokens[size_t(s->num_computed)]);
-  // A draft model fills the placeholders in its phase; suffix drafting proposed them already.
+  // A draft model fills the placeholders in its phase; an early method proposed them already.
   const size_t from = plan_.tokens.size();
   plan_.tokens.insert(plan_.tokens.end(), size_t(k), 0);
-  for (size_t j = 0; j < size_t(k) && j < s->proposal.size(); ++j) plan_.tokens[from + j] = s->proposal[j];
-  push_chunk(s, c, k, feed_last, 0);  // keep: set by the engine after verification
+  const std::vector<int32_t>& proposal = s->spec.proposal;
+  for (size_t j = 0; j < size_t(k) && j < proposal.size(); ++j) plan_.tokens[from + j] = proposal[j];
+  push_chunk(s, c, k, feed_last);
 }
 
 bool Scheduler::rounds_end_on_boundaries() const { return cache_.enabled() && cache_.decode_snapshots(); }
@@ -135,7 +132,7 @@ int Scheduler::spec_length(const Sequence& s, int spare) const {
   // Tokens the sequence may still emit; a round emits up to k + 1.
   const int left = std::min(s.req.max_tokens - s.num_generated(), limits_.max_model_len - int(s.tokens.size()));
   int k = std::min({limits_.spec_tokens, left - 1, spare});
-  if (s.spec_budget >= 0) k = std::min(k, s.spec_budget);
+  if (s.spec.budget >= 0) k = std::min(k, s.spec.budget);
   if (rounds_end_on_boundaries()) {
     const int bs = cache_.block_size();
     const int boundary = (s.num_computed / bs + 1) * bs;
@@ -161,8 +158,7 @@ bool Scheduler::admit_head(int budget) {
   assert(!free_slots_.empty());
   s->slot = free_slots_.back();
   free_slots_.pop_back();
-  s->num_computed = resume;
-  s->draft_computed = resume;  // a resumed state and block carry the draft's part too
+  s->num_computed = resume;  // a resumed state and block carry a mirroring draft's part too
   if (resume > 0) {
     if (const void* st = cache_.claim_state(s->prefix, resume)) plan_.restores.push_back({s->slot, st});
   }
@@ -180,14 +176,13 @@ StepPlan& Scheduler::schedule() {
   plan_.tokens.clear();
   plan_.chunks.clear();
   plan_.seqs.clear();
-  plan_.spec_k.clear();
-  plan_.feed_last.clear();
-  plan_.keep.clear();
+  plan_.spec.clear();
   plan_.num_decode = 0;
   plan_.num_logits = 0;
   plan_.num_preempted = 0;
   plan_.restores.clear();
   plan_.saves.clear();
+  plan_.commit_saves.clear();
   plan_.first_admitted.clear();
   int budget = limits_.max_num_batched_tokens;
 
@@ -263,30 +258,30 @@ StepPlan& Scheduler::schedule() {
   return plan_;
 }
 
-void Scheduler::commit_step() {
+void Scheduler::commit_step(std::span<const int32_t> kept) {
   for (size_t i = 0; i < plan_.chunks.size(); ++i) {
     Sequence* s = plan_.seqs[i];
     const SeqChunk& c = plan_.chunks[i];
     if (c.spec_lane < 0) {
       s->num_computed += c.num_tokens;
-      if (limits_.has_draft) s->draft_computed = s->num_computed;  // the drafter fed it too
     } else {
-      // A verify round: the engine rolled the states back to the accepted tokens (and set
-      // draft_computed). Rows past them are rewritten before they are read; blocks holding
+      // A verify round: the speculator rolled the states back to the accepted tokens (and set
+      // the draft's count). Rows past them are rewritten before they are read; blocks holding
       // only those go back to the pool.
-      s->num_computed += plan_.keep[i];
+      assert(i < kept.size());
+      s->num_computed += kept[i];
       const size_t need = size_t(pool_.blocks_for(int64_t(s->num_computed) + 1));
       while (s->blocks.size() > need) {
         pool_.release(s->blocks.back());
         s->blocks.pop_back();
       }
       if (auto h = cache_.decode_snapshot(s->tokens, &s->prefix, s->num_computed)) {
-        assert(!limits_.has_draft || s->draft_computed == s->num_computed);
-        cache_.save_state(s->slot, *h);
+        assert(!limits_.has_draft || s->spec.draft_computed == s->num_computed);
+        plan_.commit_saves.push_back({s->slot, *h});
       }
     }
     // Blocks publish once the draft's rows in them are written too.
-    const int both = limits_.has_draft ? std::min(s->num_computed, s->draft_computed) : s->num_computed;
+    const int both = limits_.has_draft ? std::min(s->num_computed, s->spec.draft_computed) : s->num_computed;
     cache_.publish(s->tokens, &s->prefix, s->blocks, both, int(i) < plan_.num_decode);
   }
 }

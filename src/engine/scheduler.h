@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cache/prefix_cache.h"
@@ -32,10 +33,12 @@ struct SchedulerLimits {
   int max_num_seqs = 8;
   int max_num_batched_tokens = 2048;
   int max_model_len = 4096;
-  // Speculative decoding: draft tokens per round (0: none), and whether a draft model mirrors
-  // the target (its fed count is tracked, and blocks publish only once both have fed them).
+  // Speculative decoding: draft tokens per round (0: none), the most sequences verifying in one
+  // step (0: no bound beyond max_num_seqs), and whether a draft model mirrors the target (then
+  // a round may end with the draft feeding its last token, and blocks publish only once both
+  // have fed them).
   int spec_tokens = 0;
-  int spec_window = 0;  // most sequences verifying in one step; 0: no bound beyond max_num_seqs
+  int spec_window = 0;
   bool has_draft = false;
 };
 
@@ -49,23 +52,29 @@ struct StateSave {
   uint64_t hash;  // the chained hash of the block that ends where the state is taken
 };
 
+// A planned chunk's speculative round: its draft tokens (0: not a verify chunk; its k
+// placeholder tokens follow the pending token in the plan's tokens, proposed already or for the
+// draft model to fill), and whether the draft also feeds its last token (the round ends on a
+// block boundary).
+struct ChunkSpec {
+  int32_t k = 0;
+  bool feed_last = false;
+};
+
 // One step: chunks in batch order (decode rows first), with the sequence behind each.
 struct StepPlan {
   std::vector<int32_t> tokens;
   std::vector<SeqChunk> chunks;
   std::vector<Sequence*> seqs;
-  // Per chunk, for speculative rounds: draft tokens (0: not a verify chunk; its k placeholder
-  // tokens follow the pending token in `tokens`, for the drafter to fill), whether the draft
-  // also feeds its last token (the round ends on a block boundary), and the tokens of the
-  // chunk that were accepted (set by the engine after verification; commit_step reads it).
-  std::vector<int32_t> spec_k;
-  std::vector<uint8_t> feed_last;
-  std::vector<int32_t> keep;
+  std::vector<ChunkSpec> spec;  // per chunk
   int num_decode = 0;
   int num_logits = 0;
   int num_preempted = 0;  // preemptions made while planning this step
   std::vector<StateRestore> restores;  // before forward
   std::vector<StateSave> saves;        // after forward
+  // After commit_step: the decode snapshots verify rounds landed on (known only once their
+  // tokens are accepted). The engine runs these saves, as it runs the others.
+  std::vector<StateSave> commit_saves;
   // Sequences admitted for the first time this step (num_cached_tokens is now set).
   std::vector<Sequence*> first_admitted;
   bool empty() const { return chunks.empty(); }
@@ -83,9 +92,11 @@ class Scheduler {
   void take_all(std::vector<std::unique_ptr<Sequence>>* out);
 
   StepPlan& schedule();
-  // After the forward: every planned chunk's tokens are now in the model's cache and state.
-  // The cache publishes the blocks that became full.
-  void commit_step();
+  // After accept: every planned chunk's tokens are now in the model's cache and state, a verify
+  // chunk's first kept[i] of them (the pending token and the accepted draft tokens before the
+  // last emitted one). The cache publishes the blocks that became full; the decode snapshots
+  // verify rounds landed on go into the plan's commit_saves.
+  void commit_step(std::span<const int32_t> kept = {});
   // Removes a running sequence that is done, freeing its blocks and slot.
   std::unique_ptr<Sequence> finish(Sequence* seq);
 
@@ -102,11 +113,11 @@ class Scheduler {
   // The chunk of s's next n tokens (slot, blocks, position, offset in the step's tokens), and
   // appending one to the plan with its speculative fields.
   SeqChunk chunk_of(const Sequence* s, int n) const;
-  void push_chunk(Sequence* s, const SeqChunk& c, int k, bool feed_last, int keep);
+  void push_chunk(Sequence* s, const SeqChunk& c, int k, bool feed_last);
   void plan_chunk(Sequence* s, int num_tokens);
   // A decode row as a verify chunk: the pending token and k draft placeholders, all scored.
   void plan_verify(Sequence* s, int k, bool feed_last);
-  // Draft tokens for s's round: K (or its spec_budget), or fewer where the sequence may emit fewer tokens, where the
+  // Draft tokens for s's round: K (or its spec.budget), or fewer where the sequence may emit fewer tokens, where the
   // round would cross a block boundary that wants a decode snapshot, or where the step's token
   // budget (`spare` tokens beyond one per decode row) runs out.
   int spec_length(const Sequence& s, int spare) const;

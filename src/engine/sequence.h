@@ -14,6 +14,25 @@
 
 namespace ds {
 
+// A sequence's speculative decoding state, in one place.
+struct SequenceSpec {
+  // With a draft model that mirrors the target: tokens the draft has fed. Level with
+  // num_computed but after a round whose draft tokens were all accepted, when it is one behind
+  // (the last draft token). Written by the speculator after every accept.
+  int draft_computed = 0;
+  // Rounds so far: draft tokens proposed and accepted (usage's prediction tokens).
+  int drafted = 0;
+  int accepted = 0;
+  int rounds = 0;
+  // Set by the speculator before each schedule: the most draft tokens this step may give the
+  // sequence (-1: no bound beyond K; 0: decode one token), and an early method's proposal
+  // (suffix drafting, the parallel drafter), which the scheduler copies into the verify chunk.
+  int budget = -1;
+  std::vector<int32_t> proposal;
+  // Per-position acceptance of this sequence's rounds (auto's AcceptanceModel).
+  AcceptanceModel::Counts acceptance;
+};
+
 struct Sequence {
   Request req;
   std::shared_ptr<RequestStream> stream;
@@ -22,19 +41,8 @@ struct Sequence {
   std::vector<int32_t> tokens;
   int num_prompt = 0;
   int num_computed = 0;  // tokens already fed to the model (its start_pos)
-  // With a draft model: tokens the draft has fed. Level with num_computed but after a round
-  // whose draft tokens were all accepted, when it is one behind (the last draft token).
-  int draft_computed = 0;
-  // Speculative rounds: draft tokens proposed and accepted (usage's prediction tokens).
-  int spec_drafted = 0;
-  int spec_accepted = 0;
-  int spec_rounds = 0;
-  // Set by the engine before each schedule: the most draft tokens this step may give the
-  // sequence (-1: no bound beyond K; 0: decode one token), and suffix drafting's proposal.
-  int spec_budget = -1;
-  std::vector<int32_t> proposal;
-  // Per-position acceptance of this sequence's rounds (auto's AcceptanceModel).
-  AcceptanceModel::Counts acceptance;
+  // Speculative decoding's part (engine/speculation.h writes it; the scheduler reads it).
+  SequenceSpec spec;
   std::vector<int32_t> blocks;
   int32_t slot = -1;
 

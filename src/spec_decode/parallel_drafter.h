@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/sampling.h"
+#include "spec_decode/draft_method.h"
 #include "spec_decode/dspark_model.h"
 #include "spec_decode/spec_options.h"
 
@@ -25,19 +26,8 @@ namespace ds {
 
 class Model;
 
-struct ParallelDraftJob {
-  int32_t slot = 0;
-  uint64_t owner = 0;     // the sequence in the slot (its stream id)
-  int32_t token = 0;      // the pending token x_n, whose position n the target computes next
-  int32_t pos = 0;        // n
-  int k = 0;              // the most tokens to propose
-  SamplingFilter filter;  // the request's: probabilistic drafting draws from it
-  std::function<double()> uniform;
-  bool coupled = false;   // a reproducible request: draft_pick.h's coupled draw
-  int32_t* tokens = nullptr;  // out: up to k draft tokens
-  float* q = nullptr;         // out: their distributions (k rows of vocab floats), or null
-  int proposed = 0;           // out: how many; fewer than k where the confidence cut the round
-};
+// A round to draft: the draft-method interface's early job (spec_decode/draft_method.h).
+using ParallelDraftJob = ProposeJob;
 
 class ParallelDrafter {
  public:

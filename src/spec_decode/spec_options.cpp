@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "model/model.h"
+#include "spec_decode/draft_method.h"
+#include "spec_decode/dspark_config.h"
 #include "spec_decode/golden_curve.h"
 
 namespace ds {
@@ -20,7 +22,8 @@ const char* spec_method_name(SpecMethod m) {
 const char* draft_source_name(DraftSource d) { return d == DraftSource::Suffix ? "suffix" : "draft_model"; }
 
 const char* drafter_name(const SpecOptions& o) {
-  return o.source == DraftSource::Suffix ? "suffix" : o.parallel_drafter ? "parallel_drafter" : "draft_model";
+  if (const DraftMethodEntry* e = find_draft_method(o.draft_method)) return e->label;
+  return o.source == DraftSource::Suffix ? "suffix" : "draft_model";
 }
 
 const char* draft_sample_name(DraftSample d) { return d == DraftSample::Greedy ? "greedy" : "probabilistic"; }
@@ -47,8 +50,15 @@ void resolve_spec_options(SpecOptions* o) {
     DS_CHECK(o->num_speculative_tokens == 0 && !o->auto_k, "--num-speculative-tokens" + need);
     DS_CHECK(o->window == 0, "--spec-window" + need);
     DS_CHECK(o->acceptance_length == 0 && o->golden_al_file.empty(), "--spec-acceptance-length and --golden-al" + need);
+    DS_CHECK(o->draft_method.empty(), "--draft-method " + o->draft_method + need);
     return;
   }
+  if (o->draft_method.empty())
+    o->draft_method = o->source == DraftSource::Suffix ? "suffix" : is_dspark_dir(o->draft_model) ? "parallel" : "draft_model";
+  DS_CHECK(find_draft_method(o->draft_method) != nullptr,
+           "--draft-method '" + o->draft_method + "' is not one of " + draft_method_names());
+  DS_CHECK((o->draft_method == "suffix") == (o->source == DraftSource::Suffix),
+           "--draft-method " + o->draft_method + " does not go with --spec-method suffix");
   if (o->source == DraftSource::Suffix) {
     DS_CHECK(o->draft_model.empty(), "--spec-method suffix drafts from the session's tokens: it takes no --draft-model");
     DS_CHECK(o->acceptance_length == 0 && o->golden_al_file.empty(),
@@ -68,7 +78,8 @@ void resolve_spec_options(SpecOptions* o) {
   DS_CHECK(k >= 1 && k <= kMaxSpeculativeTokens, "--num-speculative-tokens " + std::to_string(k) + " is outside [1, " +
                                                      std::to_string(kMaxSpeculativeTokens) + "]");
   DS_CHECK(o->window >= 0, "--spec-window " + std::to_string(o->window) + " is negative (0: max_num_seqs)");
-  DS_CHECK(!(o->acceptance_length != 0 && !o->golden_al_file.empty()),
+  // A second run finds the golden file's AL already filled in (its source says so).
+  DS_CHECK(!(o->acceptance_length != 0 && !o->golden_al_file.empty() && o->acceptance_source != o->golden_al_file),
            "give --spec-acceptance-length or --golden-al, not both");
   if (!o->golden_al_file.empty()) {
     const GoldenCurve c = load_golden_curve(o->golden_al_file);

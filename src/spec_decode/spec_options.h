@@ -9,16 +9,23 @@ class Model;
 
 enum class SpecMethod { Greedy, Probabilistic, Block };
 enum class DraftSample { Greedy, Probabilistic };
-// Where draft tokens come from: a draft model, or suffix tries over the session's own tokens and
-// recent outputs (spec_decode/suffix_proposer.h).
+// Where draft tokens come from, as the older flags say it: a model folder (--draft-model: a draft
+// model, or a parallel drafter on the target's hidden states), or suffix tries over the session's
+// own tokens and recent outputs (spec_decode/suffix_proposer.h). SpecOptions::draft_method names
+// the method exactly (spec_decode/draft_method.h).
 enum class DraftSource { Model, Suffix };
 
 const char* spec_method_name(SpecMethod m);
 const char* draft_sample_name(DraftSample d);
 const char* draft_source_name(DraftSource d);
 struct SpecOptions;
-// What drafts: "suffix", "draft_model" or "parallel_drafter".
+// What drafts, as /v1/models and generate report it: "suffix", "draft_model" or
+// "parallel_drafter" (the registry's label of o.draft_method, spec_decode/draft_method.h).
 const char* drafter_name(const SpecOptions& o);
+// The registry's draft methods (spec_decode/draft_method.h): whether `name` is one, and all of
+// them, "draft_model, suffix, parallel", for help texts and errors.
+bool is_draft_method(const std::string& name);
+std::string draft_method_names();
 // Throws ds::Error naming the flag and the allowed values.
 SpecMethod parse_spec_method(const std::string& s);
 DraftSample parse_draft_sample(const std::string& s);
@@ -58,8 +65,11 @@ struct SpecOptions {
   // --draft-confidence-threshold: a parallel drafter (spec_decode/parallel_drafter.h) ends a round
   // where its confidence head puts the prefix's survival below this (0: off).
   double confidence_threshold = 0;
-  // Set at start-up: --draft-model is a parallel drafter (spec_decode/parallel_drafter.h).
-  bool parallel_drafter = false;
+  // --draft-method: the registry's name of what drafts (spec_decode/draft_method.h): draft_model,
+  // suffix or parallel. Empty: resolve_spec_options names it from the other flags (suffix from
+  // --spec-method suffix; for --draft-model, parallel when its config.json is a parallel
+  // drafter's, else draft_model), so the engine never has to find out.
+  std::string draft_method;
 
   bool enabled() const { return !draft_model.empty() || source == DraftSource::Suffix; }
   bool has_draft_model() const { return source == DraftSource::Model && !draft_model.empty(); }
@@ -72,8 +82,9 @@ inline constexpr int kMaxSpeculativeTokens = 16;
 inline constexpr int kAutoDraftModelTokens = 8;
 
 // Checks every rule that needs no model (K range, AL range, the golden file and its K, replay
-// without speculation, suffix without a draft model) and fills acceptance_length from the
-// golden file and K under auto. One line per failure.
+// without speculation, suffix without a draft model, the draft method against the flags) and
+// fills draft_method, acceptance_length from the golden file and K under auto. One line per
+// failure. Running it again changes nothing.
 void resolve_spec_options(SpecOptions* o);
 // Checks the draft against the target: same vocabulary size and special tokens.
 void check_draft_matches(const Model& target, const Model& draft);

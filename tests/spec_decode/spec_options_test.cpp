@@ -241,6 +241,58 @@ TEST(SpecStartup, FlagsParseCountsAutoAndTheVerifier) {
   expect_start_error(zero, "--num-speculative-tokens 0 is outside [1, 16]");
 }
 
+// --draft-method names what drafts beside the older flags; without it resolve_spec_options names
+// it from them, once, so the engine never has to find out.
+TEST(SpecStartup, DraftMethodIsNamedByTheFlagOrFromTheOthers) {
+  auto error_of = [](const cli::SpecFlags& g) {
+    try {
+      SpecOptions o = cli::spec_options_of(g);
+      resolve_spec_options(&o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  cli::SpecFlags f;
+  f.k = "4";
+  f.draft_method = "suffix";
+  f.method = "greedy";
+  SpecOptions o = cli::spec_options_of(f);
+  EXPECT_EQ(o.source, DraftSource::Suffix);
+  EXPECT_EQ(o.method, SpecMethod::Greedy) << "with --draft-method suffix, --spec-method is the verifier";
+  resolve_spec_options(&o);
+  EXPECT_EQ(o.draft_method, "suffix");
+  EXPECT_STREQ(drafter_name(o), "suffix");
+  const SpecOptions again = o;
+  resolve_spec_options(&o);
+  EXPECT_EQ(o.draft_method, again.draft_method) << "resolving twice changes nothing";
+
+  f = cli::SpecFlags{};
+  f.k = "4";
+  f.method = "suffix";
+  o = cli::spec_options_of(f);
+  resolve_spec_options(&o);
+  EXPECT_EQ(o.draft_method, "suffix") << "--spec-method suffix names the method";
+
+  f = cli::SpecFlags{};
+  f.k = "3";
+  f.draft_model = preset_model("tiny-hybrid", 512, 3, DType::BF16);
+  o = cli::spec_options_of(f);
+  resolve_spec_options(&o);
+  EXPECT_EQ(o.draft_method, "draft_model") << "a draft folder that is not a parallel drafter's";
+  EXPECT_STREQ(drafter_name(o), "draft_model");
+
+  f.draft_method = "bogus";
+  EXPECT_EQ(error_of(f), "--draft-method 'bogus' is not one of draft_model, suffix, parallel");
+  f = cli::SpecFlags{};
+  f.k = "3";
+  f.draft_method = "parallel";
+  EXPECT_EQ(error_of(f), "--draft-method parallel needs --draft-model (the drafter's folder)");
+  f.draft_model = "d";
+  f.method = "suffix";
+  EXPECT_NE(error_of(f).find("does not go with --spec-method suffix"), std::string::npos) << error_of(f);
+}
+
 TEST(SpecStartup, GoldenFileSetsTheAcceptanceLengthForK) {
   SpecOptions o;
   o.draft_model = "d";
