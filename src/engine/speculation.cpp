@@ -295,7 +295,16 @@ void Speculator::record_step(const StepPlan& plan, const StepSample& s, double p
     cost_->observe(s.rows, work, s.wall - s.phase[PhaseDraft]);
     metrics_->spec_cost_offset->Set(cost_->offset());
     metrics_->spec_cost_context->Set(cost_->slope());
-    if (method_->drafts_in_plan()) cost_->observe_draft(max_k, s.phase[PhaseDraft] - proposing);
+    if (method_->drafts_in_plan()) {
+      // Under the test hook the draft's price is not timed but follows the step's at its
+      // start-up share, scaled as the rows are: one draft phase stretched by a busy machine
+      // would otherwise price drafting out, and with nothing drafted it is never timed again.
+      if (o_.test_row_cost_scale >= 0) {
+        cost_->set_draft_cost(cost_->cost(1) * draft_share_ * o_.test_row_cost_scale);
+      } else {
+        cost_->observe_draft(max_k, s.phase[PhaseDraft] - proposing);
+      }
+    }
   }
 }
 
@@ -374,7 +383,9 @@ void Speculator::calibrate(const RuntimeLimits& limits, float* logits) {
   for (size_t si = 0; si < sizes.size(); ++si) points.emplace_back(sizes[si], best_of[si]);
   cost_->calibrate(points);
   if (o_.test_row_cost_scale >= 0) cost_->set_row_cost_scale(o_.test_row_cost_scale);
-  cost_->set_draft_cost(cost_->cost(1) * method_->draft_cost_share(model));
+  draft_share_ = method_->draft_cost_share(model);
+  const double scale = o_.test_row_cost_scale >= 0 ? o_.test_row_cost_scale : 1.0;
+  cost_->set_draft_cost(cost_->cost(1) * draft_share_ * scale);
   std::string curve;
   for (const auto& [r, t] : points) curve += " " + std::to_string(r) + ":" + std::to_string(t * 1e3).substr(0, 6);
   spdlog::info("speculation auto: step cost (rows:ms){}", curve);

@@ -98,6 +98,7 @@ class Speculator {
   // auto (spec_decode/draft_length.h): the step-cost model, per-position acceptance, and the
   // per-step scratch of the choice.
   std::unique_ptr<StepCostModel> cost_;
+  double draft_share_ = 0;  // a draft position's price as a share of a one-row step, at start-up
   std::unique_ptr<AcceptanceModel> acceptance_;
   std::vector<DraftCandidate> candidates_;
   std::vector<Sequence*> candidate_seqs_;

@@ -48,7 +48,10 @@ struct SpecOptions {
   // (spec_decode/draft_length.h).
   bool auto_k = false;
   SuffixOptions suffix;
-  // Test hook: the cost model's price of rows beyond a step's first, times this (< 0: off).
+  // Test hook (< 0: off): the cost model's prices of rows beyond a step's first and of a draft
+  // position, times this; the draft's price then stays its start-up share of a one-row step
+  // instead of being timed. 0 makes drafting free, so auto's choices do not hang on how busy
+  // the machine was while a step ran.
   double test_row_cost_scale = -1;
   SpecMethod method = SpecMethod::Block;
   DraftSample draft_sample = DraftSample::Probabilistic;
