@@ -1,7 +1,7 @@
 // Decode context parallel attention (docs/ranks.md): this rank holds the KV rows of every
 // dcp-th token; each query row attends over them as a decode row does, giving a partial output
 // and its log-sum-exp per head; the group exchanges them and each rank merges its own heads'
-// partials exactly (DESIGN section 3: LSE = log sum_r exp(lse_r), o = sum_r exp(lse_r - LSE) o_r).
+// partials exactly (kernels/attention.h, merge_partitions: LSE = log sum_r exp(lse_r), o = sum_r exp(lse_r - LSE) o_r).
 #pragma once
 #include <cstddef>
 #include <functional>
