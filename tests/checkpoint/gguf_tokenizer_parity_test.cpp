@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "model/model_files.h"
 #include "tokenizer/tokenizer.h"
+#include "../support/scratch_files.h"
 
 namespace ds {
 namespace {
@@ -37,9 +38,7 @@ std::string read_text(const std::string& path) {
 
 const std::string kParity = std::string(DS_SOURCE_DIR) + "/tests/tokenizer/data/hf_parity/";
 
-std::string temp_path(const std::string& tag) {
-  return (fs::temp_directory_path() / ("ds-gguf-tok-" + std::to_string(::getpid()) + "-" + tag)).string();
-}
+std::string temp_path(const std::string& tag) { return test::scratch_path("ds-gguf-tok", tag); }
 
 // Counts documents whose ids differ, reporting the first three.
 int mismatches(const Tokenizer& tok, const json& docs, const std::function<std::vector<int32_t>(size_t)>& want) {

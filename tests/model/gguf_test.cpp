@@ -24,19 +24,16 @@
 #include "model/model.h"
 #include "model/model_files.h"
 #include "model_util.h"
+#include "../support/scratch_files.h"
 
 namespace ds {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp_path(const std::string& tag) {
-  return (fs::temp_directory_path() / ("ds-gguf-" + std::to_string(::getpid()) + "-" + tag)).string();
-}
+std::string temp_path(const std::string& tag) { return test::scratch_path("ds-gguf", tag); }
 
-void write_bytes(const std::string& path, const std::vector<std::byte>& b) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-}
+using test::write_bytes;
 
 std::string model_dir(const std::string& name) { return std::string(DS_SOURCE_DIR) + "/tests/data/models/" + name; }
 
