@@ -83,13 +83,13 @@ void ParallelDrafter::end_observe() {
   for (int i = 0; i < n; ++i) std::memcpy(obs_dst_[size_t(i)], obs_out_.data() + size_t(i) * cf, cf * sizeof(float));
 }
 
-void ParallelDrafter::pick(ParallelDraftJob& job, int i, const float* logits) {
+void ParallelDrafter::pick(ProposeJob& job, int i, const float* logits) {
   const bool keep = keeps_probs(job.filter);
   job.tokens[i] = pick_draft_token(sampler_, logits, vocab_, keep, job.coupled, job.filter, job.uniform,
                                    keep && !job.coupled ? job.q + size_t(i) * size_t(vocab_) : nullptr);
 }
 
-void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
+void ParallelDrafter::propose(std::span<ProposeJob> jobs) {
   const DSparkConfig& c = model_.config();
   const int B = int(jobs.size()), Kb = c.block_size, H = c.hidden_size, r = c.markov_rank, W = c.context_window;
   if (B == 0) return;
@@ -100,7 +100,7 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
   copy_n_.assign(size_t(B), 0);
   first_.assign(size_t(B), 0);
   for (int b = 0; b < B; ++b) {
-    const ParallelDraftJob& j = jobs[size_t(b)];
+    const ProposeJob& j = jobs[size_t(b)];
     DS_CHECK(j.k >= 1 && j.k <= k_ && j.slot >= 0 && size_t(j.slot) < rings_.size(), "drafter: bad job");
     first_[size_t(b)] = ctx_ptrs_.size();
     const Ring& ring = rings_[size_t(j.slot)];
@@ -132,10 +132,10 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
   model_.block(rounds_, z_.data());
 
   int kmax = 0;
-  for (const ParallelDraftJob& j : jobs) kmax = std::max(kmax, j.k);
+  for (const ProposeJob& j : jobs) kmax = std::max(kmax, j.k);
   survive_.assign(size_t(B), 1.0);
   open_.assign(size_t(B), 1);
-  for (ParallelDraftJob& j : jobs) j.proposed = 0;
+  for (ProposeJob& j : jobs) j.proposed = 0;
   m_.resize(size_t(B) * size_t(r));
   zs_.resize(size_t(B) * size_t(kmax) * size_t(H));
   row_of_.assign(size_t(B) * size_t(kmax), -1);
@@ -152,7 +152,7 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
   for (int i = 0; i < kmax; ++i) {
     // The cut first: slot i's survival needs only its hidden and the token drafted at i - 1.
     for (int b = 0; b < B; ++b) {
-      const ParallelDraftJob& j = jobs[size_t(b)];
+      const ProposeJob& j = jobs[size_t(b)];
       if (j.k <= i || !open_[size_t(b)]) continue;
       float* m = m_.data() + size_t(b) * size_t(r);
       const int32_t prev = i == 0 ? j.token : j.tokens[i - 1];
@@ -194,7 +194,7 @@ void ParallelDrafter::propose(std::span<ParallelDraftJob> jobs) {
     for (int b = 0; b < B; ++b) {
       const int row = row_of_[size_t(i) * size_t(B) + size_t(b)];
       if (row < 0 || !open_[size_t(b)]) continue;
-      ParallelDraftJob& j = jobs[size_t(b)];
+      ProposeJob& j = jobs[size_t(b)];
       float* lg = logits_.data() + size_t(row) * size_t(vocab_);
       model_.add_copy(window(b), i == 0 ? j.token : j.tokens[i - 1], i, lg);
       pick(j, i, lg);

@@ -26,9 +26,6 @@ namespace ds {
 
 class Model;
 
-// A round to draft: the draft-method interface's early job (spec_decode/draft_method.h).
-using ParallelDraftJob = ProposeJob;
-
 class ParallelDrafter {
  public:
   // confidence_threshold: 0 keeps every round whole; otherwise a round ends after the last
@@ -47,7 +44,7 @@ class ParallelDrafter {
   void add_observed(int slot, uint64_t owner, int32_t first_pos, const float* taps, const int32_t* tokens, int rows);
   void end_observe();
 
-  void propose(std::span<ParallelDraftJob> jobs);
+  void propose(std::span<ProposeJob> jobs);
 
  private:
   struct Ring {
@@ -58,7 +55,7 @@ class ParallelDrafter {
     std::vector<float> entries;    // [W][context_floats]
   };
   float* claim(Ring& r, uint64_t owner, int32_t pos, int32_t token);
-  void pick(ParallelDraftJob& job, int i, const float* logits);
+  void pick(ProposeJob& job, int i, const float* logits);
 
   DSparkModel model_;
   DraftSample sample_;

@@ -112,7 +112,7 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
   d.add_observed(1, 42, 0, target->hidden_taps(), ids.data(), n);
   d.end_observe();
   std::vector<int32_t> drafted(static_cast<size_t>(Kb));
-  ParallelDraftJob job;
+  ProposeJob job;
   job.slot = 1;
   job.owner = 42;
   job.token = ids[size_t(n)];
@@ -120,7 +120,7 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
   job.k = Kb;
   job.filter.temperature = 0;
   job.tokens = drafted.data();
-  d.propose(std::span<ParallelDraftJob>(&job, 1));
+  d.propose(std::span<ProposeJob>(&job, 1));
   EXPECT_EQ(job.proposed, Kb);
   EXPECT_EQ(drafted, want_tokens);
   // With a confidence cut the slots go through the LM head one by one, for the rounds still
@@ -132,9 +132,9 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
     dc.add_observed(1, 42, 0, target->hidden_taps(), ids.data(), n);
     dc.end_observe();
     std::vector<int32_t> got(static_cast<size_t>(Kb), -1);
-    ParallelDraftJob jc = job;
+    ProposeJob jc = job;
     jc.tokens = got.data();
-    dc.propose(std::span<ParallelDraftJob>(&jc, 1));
+    dc.propose(std::span<ProposeJob>(&jc, 1));
     ASSERT_GE(jc.proposed, 1) << "cut " << cut;
     EXPECT_TRUE(std::equal(got.begin(), got.begin() + jc.proposed, want_tokens.begin())) << "cut " << cut;
     if (cut == 0.95) {
@@ -145,7 +145,7 @@ TEST(ParallelDrafter, RoundMatchesTheTrainingCode) {
   job.owner = 43;
   std::vector<int32_t> fresh(static_cast<size_t>(Kb));
   job.tokens = fresh.data();
-  d.propose(std::span<ParallelDraftJob>(&job, 1));
+  d.propose(std::span<ProposeJob>(&job, 1));
   EXPECT_NE(fresh, want_tokens) << "a new sequence in the slot drafted from the old one's context";
 }
 

@@ -322,14 +322,20 @@ struct Shape {
 };
 const Shape kShapes[] = {{4, 1}, {5, 2}, {6, 3}, {4, 4}};
 
+// A case of the shape and draft, its salt set apart per test by `base` (each test sees other rows).
+Case case_of(const Shape& sh, Draft d, int base) {
+  Case s;
+  s.vocab = sh.vocab;
+  s.k = sh.k;
+  s.draft = d;
+  s.salt = uint64_t(base * sh.k + int(d));
+  return s;
+}
+
 TEST(VerifierLaw, TokenWiseKeepsTheTargetsLawOverAllPositions) {
   for (const Shape& sh : kShapes)
     for (Draft d : kDrafts) {
-      Case s;
-      s.vocab = sh.vocab;
-      s.k = sh.k;
-      s.draft = d;
-      s.salt = uint64_t(10 * sh.k + int(d));
+      Case s = case_of(sh, d, 10);
       const RoundLaw law = expect_target_law(s, SpecMethod::Probabilistic);
       EXPECT_LT(max_gap(law.emitted, tokenwise_emission(s)), kLawTol)
           << s.name() << ": token-wise emission law differs from prod min(p, q) * residual";
@@ -339,11 +345,7 @@ TEST(VerifierLaw, TokenWiseKeepsTheTargetsLawOverAllPositions) {
 TEST(VerifierLaw, BlockKeepsTheTargetsLawOverAllPositions) {
   for (const Shape& sh : kShapes)
     for (Draft d : kDrafts) {
-      Case s;
-      s.vocab = sh.vocab;
-      s.k = sh.k;
-      s.draft = d;
-      s.salt = uint64_t(20 * sh.k + int(d));
+      Case s = case_of(sh, d, 20);
       expect_target_law(s, SpecMethod::Block);
     }
 }
@@ -351,11 +353,7 @@ TEST(VerifierLaw, BlockKeepsTheTargetsLawOverAllPositions) {
 TEST(VerifierLaw, ExactMatchWithSamplingKeepsTheTargetsLawOverAllPositions) {
   for (const Shape& sh : kShapes)
     for (Draft d : {Draft::Dense, Draft::OneHot}) {
-      Case s;
-      s.vocab = sh.vocab;
-      s.k = sh.k;
-      s.draft = d;
-      s.salt = uint64_t(30 * sh.k + int(d));
+      Case s = case_of(sh, d, 30);
       expect_target_law(s, SpecMethod::Greedy);
     }
 }
@@ -427,11 +425,7 @@ TEST(VerifierLaw, TokenWiseAcceptanceIsTheProductOfMinRatios) {
     for (Draft d : kDrafts) {
       // Rows that depend on the position only: P(accepted >= l) = prod_{j<=l} beta_j with
       // beta_j = E_{x ~ q_j}[min(1, p_j(x) / q_j(x))].
-      Case s;
-      s.vocab = sh.vocab;
-      s.k = sh.k;
-      s.draft = d;
-      s.salt = uint64_t(40 * sh.k + int(d));
+      Case s = case_of(sh, d, 40);
       s.position_only = true;
       std::vector<double> want(size_t(s.k + 1), 1.0);
       Tokens pos;
@@ -459,11 +453,7 @@ TEST(VerifierLaw, BlockAcceptanceIsSunEtAlsClosedForm) {
   double most_gain = 0;
   for (const Shape& sh : kShapes)
     for (Draft d : kDrafts) {
-      Case s;
-      s.vocab = sh.vocab;
-      s.k = sh.k;
-      s.draft = d;
-      s.salt = uint64_t(50 * sh.k + int(d));
+      Case s = case_of(sh, d, 50);
       const RoundLaw block = verifier_law(s, SpecMethod::Block);
       expect_at_least(block.at_least, closed_form_at_least(s, SpecMethod::Block), s.name());
       // Never below token-wise's closed form, and the same where q is one-hot.
